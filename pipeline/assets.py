@@ -1,0 +1,142 @@
+"""Resolve model and sample-media names to files, fetching from upstream when needed.
+
+Order: ``$VAPIPE_ASSETS/<kind>/``, ``./assets/<kind>/``, the user cache
+(``$XDG_CACHE_HOME/vapipe`` or ``~/.cache/vapipe``), then the manifest's upstream URL with
+a sha256 check (skipped when ``VAPIPE_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import ConfigError, PipelineError
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["models", "media"]
+ASSETS_ENV = "VAPIPE_ASSETS"
+OFFLINE_ENV = "VAPIPE_OFFLINE"
+SAMPLE_SCHEME = "sample:"
+
+
+def manifest_entries(kind: Kind) -> dict[str, dict[str, Any]]:
+    from vapipe_models import manifest
+
+    return manifest().get(kind, {})
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "vapipe"
+
+
+def search_dirs(kind: Kind) -> list[Path]:
+    dirs = []
+    if os.environ.get(ASSETS_ENV):
+        dirs.append(Path(os.environ[ASSETS_ENV]) / kind)
+    dirs.append(Path("assets") / kind)
+    dirs.append(cache_dir() / kind)
+    return dirs
+
+
+def resolve_model(name_or_path: str) -> Path:
+    """A manifest name (``yolox-nano``) or a path to an ONNX file."""
+    return _resolve("models", name_or_path)
+
+
+def resolve_media(uri: str) -> str:
+    """``sample:NAME`` to a local file path; any other URI is returned as it is."""
+    if not uri.startswith(SAMPLE_SCHEME):
+        return uri
+    return str(_resolve("media", uri[len(SAMPLE_SCHEME) :]))
+
+
+def model_entry(name_or_path: str) -> dict[str, Any]:
+    """The manifest entry of a model name, or {} for a path."""
+    return manifest_entries("models").get(name_or_path, {})
+
+
+def _resolve(kind: Kind, name: str) -> Path:
+    entries = manifest_entries(kind)
+    if name not in entries:
+        path = Path(name).expanduser()
+        if path.is_file():
+            return path
+        if kind == "models" and (os.sep in name or path.suffix):
+            raise ConfigError(f"model file not found: {name}", key="model")
+        known = ", ".join(entries)
+        label = "model" if kind == "models" else "sample"
+        raise ConfigError(
+            f"unknown {label} '{name}'; known: {known} (or give a file path)",
+            key="model" if kind == "models" else "uri",
+        )
+    return fetch(kind, name)
+
+
+def fetch(kind: Kind, name: str, *, force_download: bool = False) -> Path:
+    """The local file for a manifest entry, downloading it to the cache if needed."""
+    entry = manifest_entries(kind)[name]
+    dirs = search_dirs(kind)
+    if not force_download:
+        for folder in dirs:
+            candidate = folder / entry["file"]
+            if candidate.is_file():
+                log.debug("%s '%s' found at %s", kind[:-1], name, candidate)
+                return candidate
+    looked = ", ".join(str(d) for d in dirs)
+    if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
+        raise PipelineError(
+            f"{kind[:-1]} '{name}' ({entry['file']}) not found in {looked}; "
+            f"{OFFLINE_ENV} is set, so it was not downloaded"
+        )
+    target = cache_dir() / kind / entry["file"]
+    try:
+        _download_entry(entry, target)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise PipelineError(
+            f"{kind[:-1]} '{name}' ({entry['file']}) not found in {looked}, and "
+            f"downloading {entry['url']} failed: {reason}"
+        ) from None
+    return target
+
+
+def _download_entry(entry: dict[str, Any], target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        download = Path(tmp) / Path(entry["url"]).name
+        log.info("downloading %s", entry["url"])
+        digest = download_file(entry["url"], download)
+        expected = entry.get("sha256")
+        if expected and digest != expected:
+            raise PipelineError(
+                f"sha256 mismatch for {entry['url']}: expected {expected}, got {digest}"
+            )
+        if not expected:
+            log.warning("no sha256 in the manifest for %s; not verified", entry["url"])
+        if entry.get("convert"):
+            from vapipe_models.convert import convert
+
+            convert(entry["convert"], download, target, entry.get("input_size", [640, 640]))
+        else:
+            shutil.move(download, target)
+    log.info("saved %s", target)
+
+
+def download_file(url: str, target: Path, timeout_s: float = 30.0) -> str:
+    """Stream ``url`` to ``target``; return the sha256 of what was written."""
+    digest = hashlib.sha256()
+    request = urllib.request.Request(url, headers={"User-Agent": "vapipe"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response, open(target, "wb") as out:
+        while chunk := response.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,250 @@
+"""``run-pipeline``: run a pipeline graph from a TOML file, or fetch its assets.
+
+Exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import __version__, assets
+from .errors import ConfigError, PipelineError
+from .runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
+from .urls import mask_credentials
+
+log = logging.getLogger("pipeline")
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class _MaskingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_credentials(super().format(record))
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        _MaskingFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run-pipeline",
+        description="Run a video analytics pipeline declared in TOML (see configs/). "
+        "Other commands: 'run-pipeline fetch NAME...' downloads models and sample clips; "
+        "'run-pipeline stages' lists stage types and their keys.",
+        epilog="exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted",
+    )
+    parser.add_argument("config", help="pipeline file, e.g. configs/file.toml")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NODE.KEY=VALUE",
+        help="override a node key with a TOML value (det.max_batch=8, "
+        "cam.uri=video.mp4); repeatable",
+    )
+    parser.add_argument(
+        "--max-frames", type=int, metavar="N", help="stop each source after N frames"
+    )
+    parser.add_argument(
+        "--stats",
+        metavar="FILE",
+        help="write per-stage frames, fps, timings, queue high-water marks and "
+        "the execution provider as JSON",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="debug also shows tracebacks (default: info)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
+    parser.add_argument("--version", action="version", version=f"vapipe {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    commands = {"fetch": fetch_main, "stages": stages_main}
+    try:
+        if args and args[0] in commands:
+            return commands[args[0]](args[1:])
+        return run_main(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def run_main(argv: list[str]) -> int:
+    parser = run_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    if args.max_frames is not None and args.max_frames < 1:
+        parser.error("--max-frames must be at least 1")
+    from . import config as config_module
+    from . import graph as graph_module
+
+    try:
+        spec = config_module.load(args.config, args.overrides)
+        graph = graph_module.build(spec)
+    except ConfigError as exc:
+        return _fail(exc, EXIT_USAGE)
+
+    runner = Runner(graph, max_frames=args.max_frames)
+    progress = _Progress(runner) if sys.stderr.isatty() and not args.no_progress else None
+    result = runner.run(on_started=progress.start if progress else None)
+    if progress:
+        progress.stop()
+    stats = result.stats
+    if args.stats:
+        _write_stats(Path(args.stats), stats)
+    print(_summary(stats), file=sys.stderr)
+    if result.error is not None:
+        log.debug("run failed", exc_info=result.error)
+        return _fail(result.error, result.exit_code)
+    if result.exit_code == EXIT_INTERRUPTED:
+        print("interrupted: outputs were flushed and closed", file=sys.stderr)
+    return result.exit_code
+
+
+def _summary(stats: dict[str, Any]) -> str:
+    from .metrics import format_table
+
+    return format_table(stats)
+
+
+def _write_stats(path: Path, stats: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stats, indent=2, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        log.error("cannot write stats to %s: %s", path, exc)
+
+
+def _fail(error: BaseException, code: int) -> int:
+    print(f"error: {mask_credentials(str(error))}", file=sys.stderr)
+    return code
+
+
+class _Progress:
+    """One self-rewriting line on stderr: frames done of total, and fps."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")
+        self._started = time.monotonic()
+
+    def start(self, _runner: Runner) -> None:
+        self._started = time.monotonic()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(0.5):
+            done, total = self.runner.progress()
+            elapsed = time.monotonic() - self._started
+            fps = done / elapsed if elapsed > 0 else 0.0
+            if total:
+                bar = "#" * int(30 * done / total)
+                line = f"[{bar:<30}] {done}/{total} frames  {fps:.1f} fps"
+            else:
+                line = f"{done} frames  {fps:.1f} fps"
+            sys.stderr.write(f"\r{line}\x1b[K")
+            sys.stderr.flush()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(1.0)
+            sys.stderr.write("\r\x1b[K")
+
+
+def fetch_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="run-pipeline fetch",
+        description="Download models and sample clips named in the manifest into the user cache "
+        "(sha256-checked). Names: "
+        + ", ".join(
+            [
+                *assets.manifest_entries("models"),
+                *(f"sample:{n}" for n in assets.manifest_entries("media")),
+            ]
+        ),
+    )
+    parser.add_argument("names", nargs="*", help="model names, or sample:NAME for clips")
+    parser.add_argument("--all", action="store_true", help="everything in the manifest")
+    parser.add_argument("--force", action="store_true", help="download even if found locally")
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    names = list(args.names)
+    if args.all:
+        names = [
+            *assets.manifest_entries("models"),
+            *(f"sample:{n}" for n in assets.manifest_entries("media")),
+        ]
+    if not names:
+        parser.error("name at least one model or sample:NAME, or --all")
+    code = EXIT_OK
+    for name in names:
+        kind: assets.Kind = "media" if name.startswith(assets.SAMPLE_SCHEME) else "models"
+        key = name.removeprefix(assets.SAMPLE_SCHEME)
+        if key not in assets.manifest_entries(kind):
+            print(f"error: unknown name '{name}'", file=sys.stderr)
+            code = EXIT_USAGE
+            continue
+        try:
+            print(assets.fetch(kind, key, force_download=args.force))
+        except PipelineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = EXIT_FAILURE
+    return code
+
+
+def stages_main(argv: list[str]) -> int:
+    """List stage types with their keys, defaults and documentation."""
+    parser = argparse.ArgumentParser(
+        prog="run-pipeline stages", description="List stage types and their config keys."
+    )
+    parser.add_argument("type", nargs="?", help="show one type only")
+    args = parser.parse_args(argv)
+    from . import registry
+
+    names = [args.type] if args.type else registry.type_names()
+    for name in names:
+        cls = registry.lookup(name)
+        if cls is None:
+            print(
+                f"error: unknown stage type '{name}'; valid: {', '.join(registry.type_names())}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        print(f"[{name}]  {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}")
+        for key, field in cls.Config.model_fields.items():
+            default = (
+                "required"
+                if field.is_required()
+                else f"default {field.get_default(call_default_factory=True)!r}"
+            )
+            doc = " ".join((field.description or "").split())
+            print(f"  {key} ({default}): {doc}")
+        print()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The error hierarchy. Each carries enough context to print one useful line."""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(PipelineError):
+    """Invalid configuration or usage: exit code 2."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        node: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.file, self.line, self.node, self.key = file, line, node, key
+        self.message = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "") + ": "
+        subject = ""
+        if self.node:
+            subject = f"node '{self.node}'"
+            if self.key:
+                subject += f" key '{self.key}'"
+            subject += ": "
+        elif self.key:
+            subject = f"key '{self.key}': "
+        return f"{where}{subject}{self.message}"
+
+
+class StageError(PipelineError):
+    """A stage failed while running: exit code 1."""
+
+    def __init__(
+        self,
+        stage: str,
+        message: str,
+        *,
+        source_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.stage, self.source_id, self.seq, self.message = stage, source_id, seq, message
+        where = f"stage '{stage}'"
+        if source_id is not None:
+            where += f" (source '{source_id}'"
+            where += f", seq {seq})" if seq is not None else ")"
+        super().__init__(f"{where}: {message}")
+
+
+class MissingDependencyError(PipelineError):
+    """An optional package is needed; the message says what to install."""
+
+    def __init__(self, package: str, purpose: str, extra: str | None = None) -> None:
+        hint = f"pip install 'vapipe[{extra}]'" if extra else f"pip install {package}"
+        super().__init__(f"{purpose} needs the '{package}' package: {hint}")

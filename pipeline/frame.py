@@ -1,0 +1,53 @@
+"""The items that flow between stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What a source knows about its stream; shared by all frames of that stream."""
+
+    source_id: str
+    uri: str
+    """Where the frames come from, credentials masked."""
+    width: int
+    height: int
+    rate: Fraction | None
+    """Frames per second (the container's average rate), None when unknown."""
+    frame_count: int | None = None
+    duration_s: float | None = None
+    live: bool = False
+
+
+@dataclass(eq=False)
+class Frame:
+    """One decoded picture and the metadata stages add to it on its way.
+
+    ``image`` is HWC uint8 BGR. Stages add their results as attributes declared here
+    (``tensor``, ``letterbox``, ``detections``) or, for anything else, in ``meta``.
+    """
+
+    source_id: str
+    seq: int
+    """Per source, from 0, counting on across reconnects."""
+    pts: float
+    """Presentation time in seconds, from the container."""
+    capture_time: float
+    """Wall-clock time (time.time()) when the frame left the decoder."""
+    image: np.ndarray
+    stream: StreamInfo
+    tensor: np.ndarray | None = None
+    """The model input for this frame (CHW), written by preprocess."""
+    letterbox: Any = None
+    """How the image was mapped to the model input, to map boxes back."""
+    detections: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Frame({self.source_id!r}, seq={self.seq}, pts={self.pts:.3f})"

@@ -1,0 +1,91 @@
+"""Per-stage counters and timings, queue high-water marks, and the end-of-run summary."""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class StageMetrics:
+    """Filled by the runner around each ``process`` call of one stage."""
+
+    name: str
+    type_name: str
+    items: int = 0
+    calls: int = 0
+    errors: int = 0
+    first_at: float | None = None
+    last_at: float | None = None
+    _per_item_s: array = field(default_factory=lambda: array("d"))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, items: int, seconds: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self.first_at is None:
+                self.first_at = now - seconds
+            self.last_at = now
+            self.items += items
+            self.calls += 1
+            if items:
+                per_item = seconds / items
+                self._per_item_s.extend([per_item] * items)
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            times = np.frombuffer(self._per_item_s, dtype=np.float64) if self._per_item_s else None
+            span = (self.last_at - self.first_at) if self.first_at is not None else 0.0
+            return {
+                "type": self.type_name,
+                "frames": self.items,
+                "calls": self.calls,
+                "fps": round(self.items / span, 2) if span > 0 else None,
+                "mean_ms": round(float(times.mean()) * 1e3, 3) if times is not None else None,
+                "p95_ms": round(float(np.percentile(times, 95)) * 1e3, 3)
+                if times is not None
+                else None,
+            }
+
+
+def format_table(stats: dict[str, Any]) -> str:
+    """The summary printed at the end of a run."""
+    rows = [("stage", "type", "frames", "fps", "mean ms", "p95 ms", "in-queue max", "dropped")]
+    for name, stage in stats["stages"].items():
+        inputs = [q for q in stats["queues"].values() if q["dst"] == name]
+        high = max((q["high_water"] for q in inputs), default=None)
+        dropped = sum(q["dropped"] for q in inputs)
+        rows.append(
+            (
+                name,
+                stage["type"],
+                str(stage["frames"]),
+                _fmt(stage["fps"]),
+                _fmt(stage["mean_ms"]),
+                _fmt(stage["p95_ms"]),
+                "-" if high is None else f"{high}/{max(q['size'] for q in inputs)}",
+                str(dropped) if inputs else "-",
+            )
+        )
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    extras = [
+        f"{name}: {key} = {value}"
+        for name, stage in stats["stages"].items()
+        for key, value in stage.items()
+        if key in ("provider", "providers_assigned")
+    ]
+    footer = f"wall {stats['wall_s']:.2f} s, exit {stats['exit_code']}"
+    return "\n".join([*lines, *extras, footer])
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

@@ -1,0 +1,392 @@
+"""Threads, start/stop order, end-of-stream, error propagation and SIGINT/SIGTERM drain.
+
+Shutdown is always a drain: sources stop, end-of-stream flows through every queue behind
+the data already queued, each stage flushes and closes. A failed stage discards its
+input (so nothing upstream blocks on it) while the stages downstream of it drain and
+close normally; only after ``drain_timeout_s`` are the queues aborted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from .errors import ConfigError, PipelineError, StageError
+from .graph import Graph
+from .metrics import StageMetrics
+from .queues import EOS, Aborted, Inbox, LinkQueue
+from .stage import BatchStage, SourceStage, Stage, StageContext
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    error: PipelineError | None
+    stats: dict[str, Any]
+
+
+@dataclass
+class _Node:
+    """Runtime state of one stage: its inbox, output links, metrics and worker bookkeeping."""
+
+    stage: Stage
+    inbox: Inbox | None
+    outputs: list[LinkQueue] = field(default_factory=list)
+    metrics: StageMetrics | None = None
+    threads: list[threading.Thread] = field(default_factory=list)
+    live_workers: int = 0
+    next_ticket: int = 0
+    next_emit: int = 0
+    pending: dict[int, list[Any]] = field(default_factory=dict)
+    get_lock: threading.Lock = field(default_factory=threading.Lock)
+    emit_lock: threading.Lock = field(default_factory=threading.Lock)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class Runner:
+    """Runs one graph to the end. ``run`` returns an exit code; it never raises for stage errors."""
+
+    def __init__(self, graph: Graph, *, max_frames: int | None = None) -> None:
+        self.graph = graph
+        self.max_frames = max_frames
+        self.stop_requested = threading.Event()
+        self.interrupted = False
+        self._error: PipelineError | None = None
+        self._error_lock = threading.Lock()
+        self._nodes: dict[str, _Node] = {}
+        self._started_at = 0.0
+        self._wall_s = 0.0
+
+    # -- public -------------------------------------------------------------------------
+
+    def run(
+        self, *, handle_signals: bool = True, on_started: Callable[[Runner], None] | None = None
+    ) -> RunResult:
+        self._started_at = time.monotonic()
+        self._build()
+        opened = self._open_all()
+        if opened is not None:
+            return self._result(opened)
+        restore = self._install_signals() if handle_signals else None
+        try:
+            self._start_threads()
+            if on_started:
+                on_started(self)
+            self._wait()
+        finally:
+            if restore:
+                restore()
+        return self._result(self._exit_code())
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Stop the sources; everything queued still drains through the graph."""
+        if not self.stop_requested.is_set():
+            log.info("stopping: %s", reason)
+            self.stop_requested.set()
+            for node in self._nodes.values():
+                if isinstance(node.stage, SourceStage):
+                    node.stage.stop()
+
+    def stats(self) -> dict[str, Any]:
+        stages: dict[str, Any] = {}
+        for name, node in self._nodes.items():
+            entry = node.metrics.summary() if node.metrics else {}
+            try:
+                entry.update(node.stage.stats())
+            except Exception as exc:  # stats must never mask the run's real outcome
+                log.debug("stats of %s failed: %s", name, exc)
+            stages[name] = entry
+        queues = {}
+        for name, node in self._nodes.items():
+            for link in node.inbox.links if node.inbox else ():
+                src = link.name.split(" ! ")[0]
+                queues[link.name] = {
+                    "src": src,
+                    "dst": name,
+                    "size": link.size,
+                    "leaky": link.leaky.value,
+                    "high_water": link.stats.high_water,
+                    "dropped": link.stats.dropped,
+                    "dropped_by_source": dict(link.stats.dropped_by_source or {}),
+                }
+        wall = self._wall_s or (time.monotonic() - self._started_at)
+        return {
+            "pipeline": self.graph.spec.settings.name or os.path.basename(self.graph.spec.file),
+            "config": self.graph.spec.file,
+            "wall_s": round(wall, 3),
+            "stages": stages,
+            "queues": queues,
+        }
+
+    def progress(self) -> tuple[int, int | None]:
+        """(frames out of the last stages, frames expected or None)."""
+        sinks = [n for name, n in self._nodes.items() if not self.graph.successors(name)]
+        done = min((n.metrics.items for n in sinks if n.metrics), default=0)
+        totals = []
+        for node in self._nodes.values():
+            if isinstance(node.stage, SourceStage):
+                total = node.stage.total_frames()
+                if total is None:
+                    return done, None
+                totals.append(min(total, self.max_frames) if self.max_frames else total)
+        return done, sum(totals) if totals else None
+
+    # -- set-up -------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        for name in self.graph.order:
+            spec = self.graph.nodes[name]
+            stage = spec.stage_cls(name, spec.config)
+            is_source = isinstance(stage, SourceStage)
+            self._nodes[name] = _Node(
+                stage=stage,
+                inbox=None if is_source else Inbox(name),
+                metrics=StageMetrics(name, spec.stage_cls.type_name),
+            )
+        for edge in self.graph.edges:
+            dst_inbox = self._nodes[edge.dst].inbox
+            assert dst_inbox is not None  # graph.build rejects links into sources
+            link = dst_inbox.add_link(edge.name, edge.size, edge.leaky)
+            self._nodes[edge.src].outputs.append(link)
+
+    def _open_all(self) -> int | None:
+        """Open downstream stages first, so a stage can ask them what they expect."""
+        opened: list[_Node] = []
+        for name in reversed(self.graph.order):
+            node = self._nodes[name]
+            context = StageContext(
+                name=name,
+                downstream=[self._nodes[n].stage for n in self.graph.reachable(name)],
+                upstream=[
+                    self._nodes[n].stage for n in self.graph.reachable(name, downstream=False)
+                ],
+            )
+            try:
+                node.stage.open(context)
+                opened.append(node)
+            except Exception as exc:
+                for done in opened:
+                    self._close(done)
+                if isinstance(exc, ConfigError):
+                    self._error = (
+                        exc
+                        if exc.node
+                        else ConfigError(
+                            exc.message, file=exc.file, line=exc.line, node=name, key=exc.key
+                        )
+                    )
+                    return EXIT_USAGE
+                self._record_error(name, exc, None)
+                return EXIT_FAILURE
+        return None
+
+    def _start_threads(self) -> None:
+        for name in self.graph.order:
+            node = self._nodes[name]
+            count = 1 if isinstance(node.stage, SourceStage | BatchStage) else node.stage.workers
+            node.live_workers = count
+            target = self._source_loop if isinstance(node.stage, SourceStage) else self._stage_loop
+            for index in range(count):
+                thread = threading.Thread(
+                    target=target,
+                    args=(node,),
+                    daemon=True,
+                    name=f"{name}" + (f"-{index}" if count > 1 else ""),
+                )
+                node.threads.append(thread)
+        for node in self._nodes.values():
+            for thread in node.threads:
+                thread.start()
+
+    # -- stage threads ------------------------------------------------------------------
+
+    def _source_loop(self, node: _Node) -> None:
+        stage = node.stage
+        assert isinstance(stage, SourceStage)
+        count = 0
+        item: Any = None
+        try:
+            frames = stage.frames()
+            while not self.stop_requested.is_set():
+                started = time.perf_counter()
+                item = next(frames, EOS)
+                if item is EOS:
+                    break
+                node.metrics.record(1, time.perf_counter() - started)
+                self._push(node, item)
+                count += 1
+                if self.max_frames is not None and count >= self.max_frames:
+                    log.info("%s: reached --max-frames %d", stage.name, self.max_frames)
+                    break
+            frames.close()
+        except Aborted:
+            pass
+        except Exception as exc:
+            self._record_error(stage.name, exc, item)
+        finally:
+            self._finish(node)
+
+    def _stage_loop(self, node: _Node) -> None:
+        stage, inbox = node.stage, node.inbox
+        assert inbox is not None
+        items: list[Any] = []
+        ticket = -1
+        try:
+            while True:
+                with node.get_lock:
+                    if isinstance(stage, BatchStage):
+                        items, ended = inbox.get_batch(stage.max_batch, stage.batch_timeout_s)
+                    else:
+                        item = inbox.get()
+                        items, ended = ([], True) if item is EOS else ([item], False)
+                    ticket = node.next_ticket
+                    node.next_ticket += 1
+                outputs: list[Any] = []
+                if items:
+                    started = time.perf_counter()
+                    if isinstance(stage, BatchStage):
+                        outputs = list(stage.process_batch(items))
+                    else:
+                        outputs = list(stage.process(items[0]))
+                    node.metrics.record(len(items), time.perf_counter() - started)
+                self._emit(node, ticket, outputs)
+                if ended:
+                    break
+        except Aborted:
+            pass
+        except Exception as exc:
+            self._record_error(stage.name, exc, items[0] if items else None)
+            inbox.discard()
+            self._emit(node, ticket, [], force=True)
+        finally:
+            self._finish(node)
+
+    def _emit(self, node: _Node, ticket: int, outputs: list[Any], force: bool = False) -> None:
+        """Pass outputs on in input order, whichever worker finished first."""
+        if node.live_workers <= 1 and not force:
+            self._push_all(node, outputs)
+            return
+        with node.emit_lock:
+            node.pending[ticket] = outputs
+            while node.next_emit in node.pending:
+                self._push_all(node, node.pending.pop(node.next_emit))
+                node.next_emit += 1
+
+    def _push_all(self, node: _Node, outputs: Iterable[Any]) -> None:
+        for output in outputs:
+            self._push(node, output)
+
+    def _push(self, node: _Node, item: Any) -> None:
+        for link in node.outputs:
+            link.put(item)
+
+    def _finish(self, node: _Node) -> None:
+        """The last worker of a stage flushes it, ends its output links and closes it."""
+        with node.emit_lock:
+            node.live_workers -= 1
+            last = node.live_workers <= 0
+        if not last:
+            return
+        try:
+            if self._error is None or self._error_stage() != node.stage.name:
+                started = time.perf_counter()
+                tail = list(node.stage.flush())
+                if tail:
+                    node.metrics.record(0, time.perf_counter() - started)
+                    self._push_all(node, tail)
+        except Aborted:
+            pass
+        except Exception as exc:
+            self._record_error(node.stage.name, exc, None)
+        finally:
+            for link in node.outputs:
+                link.put_eos()
+            self._close(node)
+            node.finished.set()
+
+    def _close(self, node: _Node) -> None:
+        try:
+            node.stage.close()
+        except Exception as exc:
+            self._record_error(node.stage.name, exc, None)
+
+    # -- errors and stopping --------------------------------------------------------------
+
+    def _record_error(self, stage: str, exc: BaseException, item: Any) -> None:
+        if isinstance(exc, StageError):
+            error = exc
+        else:
+            message = str(exc) or type(exc).__name__
+            error = StageError(
+                stage,
+                message,
+                source_id=getattr(item, "source_id", None),
+                seq=getattr(item, "seq", None),
+            )
+        log.debug("stage %s failed", stage, exc_info=exc)
+        with self._error_lock:
+            if self._error is None:
+                self._error = error
+            else:
+                log.debug("further error after the first: %s", error)
+        self.request_stop(f"error in stage '{stage}'")
+
+    def _error_stage(self) -> str | None:
+        return self._error.stage if isinstance(self._error, StageError) else None
+
+    def _wait(self) -> None:
+        deadline: float | None = None
+        drain_s = self.graph.spec.settings.drain_timeout_s
+        while not all(node.finished.is_set() for node in self._nodes.values()):
+            if self.stop_requested.is_set() and deadline is None:
+                deadline = time.monotonic() + drain_s
+            if deadline is not None and time.monotonic() > deadline:
+                log.warning("stages did not drain within %.0f s; aborting queues", drain_s)
+                for node in self._nodes.values():
+                    if node.inbox:
+                        node.inbox.abort()
+                for node in self._nodes.values():
+                    node.finished.wait(5.0)
+                break
+            time.sleep(0.05)
+        self._wall_s = time.monotonic() - self._started_at
+
+    def _exit_code(self) -> int:
+        if self._error is not None:
+            return EXIT_FAILURE
+        return EXIT_INTERRUPTED if self.interrupted else EXIT_OK
+
+    def _result(self, code: int) -> RunResult:
+        stats = self.stats()
+        stats["exit_code"] = code
+        stats["error"] = str(self._error) if self._error else None
+        return RunResult(code, self._error, stats)
+
+    def _install_signals(self) -> Callable[[], None] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if self.interrupted:
+                os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
+            self.interrupted = True
+            self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore

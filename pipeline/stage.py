@@ -1,0 +1,109 @@
+"""The stage lifecycle: open, process (an item or a batch), flush, close.
+
+A stage never touches a queue or a thread: the runner owns both. ``process`` returns the
+items to pass downstream (usually the same frame, with metadata added).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StageConfig(BaseModel):
+    """Base of every stage's config: unknown keys are errors, types are checked strictly."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, use_attribute_docstrings=True, frozen=True
+    )
+
+
+class ParallelConfig(StageConfig):
+    """Config of a stage that may run several worker threads (order is kept by the runner)."""
+
+    workers: int = Field(1, ge=1, le=64)
+    """Worker threads for this stage; outputs keep their input order."""
+
+
+@dataclass
+class StageContext:
+    """What a stage may see of the graph while it opens."""
+
+    name: str
+    downstream: Sequence[Stage] = field(default_factory=list)
+    """Stages reachable downstream, nearest first (already open)."""
+    upstream: Sequence[Stage] = field(default_factory=list)
+    """Stages upstream, nearest first (not yet open)."""
+
+    def find_downstream(self, kind: type) -> Any:
+        """The nearest downstream stage that is an instance of ``kind``, or None."""
+        return next((stage for stage in self.downstream if isinstance(stage, kind)), None)
+
+
+class Stage:
+    """A node of the graph. Subclasses set ``Config`` and implement ``process``."""
+
+    Config: ClassVar[type[StageConfig]] = StageConfig
+    type_name: ClassVar[str] = ""
+
+    def __init__(self, name: str, config: StageConfig) -> None:
+        self.name = name
+        self.config = config
+
+    @property
+    def workers(self) -> int:
+        return int(getattr(self.config, "workers", 1))
+
+    def open(self, context: StageContext) -> None:
+        """Acquire resources. Called before any item, downstream stages first."""
+
+    def process(self, item: Any) -> Iterable[Any]:
+        """Handle one item; return what goes downstream."""
+        return (item,)
+
+    def flush(self) -> Iterable[Any]:
+        """End of stream: return what is still held (a partial batch, say)."""
+        return ()
+
+    def close(self) -> None:
+        """Release resources. Always called once ``open`` succeeded, on error and on Ctrl-C too."""
+
+    def stats(self) -> dict[str, Any]:
+        """Extra facts for the run's stats (the execution provider, say)."""
+        return {}
+
+
+class BatchStage(Stage):
+    """A stage that takes batches: the runner gathers up to ``max_batch`` items or waits
+    ``batch_timeout_s`` after the first, whichever comes first, and calls ``process_batch``."""
+
+    max_batch: int = 1
+    batch_timeout_s: float = 0.0
+
+    def process_batch(self, items: list[Any]) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def process(self, item: Any) -> Iterable[Any]:
+        return self.process_batch([item])
+
+
+class SourceStage(Stage):
+    """A stage with no input: ``frames`` yields items until the stream ends."""
+
+    @classmethod
+    def is_live(cls, config: StageConfig) -> bool:
+        """Live sources default to leaky queues that drop the oldest frame."""
+        return False
+
+    def total_frames(self) -> int | None:
+        """Frames expected, when known (drives the progress bar)."""
+        return None
+
+    def frames(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Asked from another thread to stop soon (Ctrl-C); ``frames`` should return."""

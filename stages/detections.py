@@ -1,0 +1,68 @@
+"""Detections of one frame as parallel numpy arrays, checked once on construction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Detections:
+    xyxy: np.ndarray
+    """float32, N x 4, in original frame pixels (model-input pixels before NMS maps them)."""
+    score: np.ndarray
+    """float32, N."""
+    class_id: np.ndarray
+    """int32, N."""
+    names: Sequence[str] = ()
+    """Class names indexed by class id."""
+    track_id: np.ndarray | None = None
+    """int64, N, once a tracker has run."""
+
+    def __post_init__(self) -> None:
+        count = len(self.score)
+        if self.xyxy.shape != (count, 4):
+            raise ValueError(f"xyxy: expected shape ({count}, 4), got {self.xyxy.shape}")
+        if self.class_id.shape != (count,):
+            raise ValueError(f"class_id: expected shape ({count},), got {self.class_id.shape}")
+        if self.track_id is not None and self.track_id.shape != (count,):
+            raise ValueError(f"track_id: expected shape ({count},), got {self.track_id.shape}")
+
+    @classmethod
+    def empty(cls, names: Sequence[str] = ()) -> Detections:
+        return cls(
+            np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32), names
+        )
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+    def __getitem__(self, index: np.ndarray | slice) -> Detections:
+        """Boolean mask or index array: ``dets[keep]``."""
+        return Detections(
+            self.xyxy[index],
+            self.score[index],
+            self.class_id[index],
+            self.names,
+            None if self.track_id is None else self.track_id[index],
+        )
+
+    def class_name(self, class_id: int) -> str:
+        return self.names[class_id] if 0 <= class_id < len(self.names) else str(class_id)
+
+    def to_records(self) -> list[dict[str, object]]:
+        """JSON-ready dicts, one per detection."""
+        records = []
+        for index in range(len(self)):
+            record: dict[str, object] = {
+                "xyxy": [round(float(v), 2) for v in self.xyxy[index]],
+                "score": round(float(self.score[index]), 4),
+                "class_id": int(self.class_id[index]),
+                "class_name": self.class_name(int(self.class_id[index])),
+            }
+            if self.track_id is not None:
+                record["track_id"] = int(self.track_id[index])
+            records.append(record)
+        return records

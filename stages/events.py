@@ -1,0 +1,92 @@
+"""JSON-lines events: one ``frame`` event per frame, one object per line, flushed per line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from pipeline.frame import Frame
+from pipeline.registry import register
+from pipeline.stage import Stage, StageConfig, StageContext
+
+from .detections import Detections
+from .sink_util import output_path
+
+
+class EventsConfig(StageConfig):
+    path: str = "-"
+    """Output file (``{source_id}`` allowed: one file per source), or ``-`` for stdout."""
+    append: bool = False
+    """Append to an existing file instead of replacing it."""
+    empty_frames: bool = True
+    """Write ``frame`` events for frames without detections too."""
+
+
+def iso_time(epoch_s: float) -> str:
+    return (
+        datetime.fromtimestamp(epoch_s, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def frame_event(frame: Frame) -> dict[str, Any]:
+    detections: Detections | None = frame.detections
+    return {
+        "event": "frame",
+        "source_id": frame.source_id,
+        "seq": frame.seq,
+        "pts": round(frame.pts, 6),
+        "time": iso_time(frame.capture_time),
+        "detections": detections.to_records() if detections is not None else [],
+    }
+
+
+@register("events")
+class EventsSink(Stage):
+    """Writes events as JSON lines; a killed run leaves only whole lines."""
+
+    Config = EventsConfig
+    config: EventsConfig
+
+    def open(self, context: StageContext) -> None:
+        self._files: dict[str, IO[str]] = {}
+        self.lines = 0
+
+    def _file(self, source_id: str) -> IO[str]:
+        path = self.config.path
+        key = source_id if "{source_id}" in path else ""
+        handle = self._files.get(key)
+        if handle is None:
+            if path == "-":
+                handle = sys.stdout
+            else:
+                mode = "a" if self.config.append else "w"
+                handle = open(output_path(path, source_id), mode, encoding="utf-8")  # noqa: SIM115
+            self._files[key] = handle
+        return handle
+
+    def write(self, event: dict[str, Any]) -> None:
+        handle = self._file(str(event.get("source_id", "")))
+        # One write of a whole line, then flush: a reader never sees half an object.
+        handle.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+        handle.flush()
+        self.lines += 1
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        if self.config.empty_frames or (frame.detections is not None and len(frame.detections)):
+            self.write(frame_event(frame))
+        for event in frame.meta.get("events", ()):
+            self.write(event)
+        return (frame,)
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            if handle is not sys.stdout:
+                handle.close()
+        self._files.clear()
+
+    def stats(self) -> dict[str, Any]:
+        return {"lines": getattr(self, "lines", 0)}

@@ -1,0 +1,107 @@
+"""Letterbox, colour order, scaling, mean/std and HWC->CHW: the model's input tensor per frame.
+
+The model's conventions come from the infer node downstream (read when this node opens);
+any of them can be set here instead. ``backend = "numpy"`` is OpenCV + numpy.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import cv2
+import numpy as np
+from pydantic import Field
+
+from pipeline.errors import ConfigError
+from pipeline.frame import Frame
+from pipeline.registry import register
+from pipeline.stage import ParallelConfig, Stage, StageContext
+
+from .geometry import Letterbox, letterbox_for
+from .infer import InferStage, ModelInput
+
+log = logging.getLogger(__name__)
+
+
+class PreprocessConfig(ParallelConfig):
+    backend: Literal["numpy"] = "numpy"
+    """Where the work runs: ``numpy`` (OpenCV on the CPU)."""
+    input_size: list[int] | None = Field(None, min_length=2, max_length=2)
+    """``[width, height]``; default: the downstream model's input size."""
+    placement: Literal["auto", "center", "top-left"] = "auto"
+    """Where the resized picture sits in the input; ``auto`` follows the model family."""
+    color: Literal["auto", "rgb", "bgr"] = "auto"
+    """Channel order of the tensor; ``auto`` follows the model family."""
+    scale: float | None = None
+    """Multiplier applied to 0-255 pixels (1/255 for Ultralytics, 1 for YOLOX)."""
+    mean: list[float] | None = Field(None, min_length=3, max_length=3)
+    """Subtracted after scaling, per channel in tensor order."""
+    std: list[float] | None = Field(None, min_length=3, max_length=3)
+    """Divided by after the mean, per channel in tensor order."""
+    pad_value: int = Field(114, ge=0, le=255)
+    """Grey level of the letterbox border."""
+
+
+@register("preprocess")
+class PreprocessStage(Stage):
+    Config = PreprocessConfig
+    config: PreprocessConfig
+
+    def open(self, context: StageContext) -> None:
+        cfg = self.config
+        infer = context.find_downstream(InferStage)
+        model: ModelInput | None = infer.model_input if infer else None
+        if model is None and (
+            cfg.input_size is None or cfg.scale is None or "auto" in (cfg.placement, cfg.color)
+        ):
+            raise ConfigError(
+                "no infer node downstream to take the input conventions from; set "
+                "input_size, placement, color and scale",
+                key="input_size",
+            )
+        self.width, self.height = cfg.input_size or (model.width, model.height)  # type: ignore[union-attr]
+        self.placement = model.placement if cfg.placement == "auto" else cfg.placement  # type: ignore[union-attr]
+        self.color = model.color if cfg.color == "auto" else cfg.color  # type: ignore[union-attr]
+        self.scale = cfg.scale if cfg.scale is not None else model.scale  # type: ignore[union-attr]
+        self.dtype = model.dtype if model else np.dtype(np.float32)
+        self.pad_value = cfg.pad_value
+        self.mean = np.asarray(cfg.mean, np.float32).reshape(3, 1, 1) if cfg.mean else None
+        self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
+        log.debug(
+            "%s: %dx%d %s %s scale %g",
+            self.name,
+            self.width,
+            self.height,
+            self.placement,
+            self.color,
+            self.scale,
+        )
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        frame.tensor, frame.letterbox = self.tensor(frame.image)
+        return (frame,)
+
+    def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
+        """The CHW tensor for one BGR image, and where the image went in it."""
+        frame_h, frame_w = image.shape[:2]
+        box = letterbox_for(frame_w, frame_h, self.width, self.height, self.placement)  # type: ignore[arg-type]
+        canvas = np.full((self.height, self.width, 3), self.pad_value, np.uint8)
+        resized = image
+        if (box.resized_w, box.resized_h) != (frame_w, frame_h):
+            resized = cv2.resize(
+                image, (box.resized_w, box.resized_h), interpolation=cv2.INTER_LINEAR
+            )
+        canvas[box.pad_y : box.pad_y + box.resized_h, box.pad_x : box.pad_x + box.resized_w] = (
+            resized
+        )
+        if self.color == "rgb":
+            canvas = canvas[:, :, ::-1]
+        chw = canvas.transpose(2, 0, 1).astype(np.float32)
+        if self.scale != 1.0:
+            chw *= np.float32(self.scale)
+        if self.mean is not None:
+            chw -= self.mean
+        if self.std is not None:
+            chw /= self.std
+        return np.ascontiguousarray(chw, dtype=self.dtype), box

@@ -1,0 +1,102 @@
+"""ONNX Runtime execution providers: names, default options, and the fallback order.
+
+``providers = "auto"`` tries, in order: MIGraphX, ROCm, TensorRT, CUDA, OpenVINO, CPU.
+Only providers that the installed onnxruntime build offers are passed to the session;
+the CPU provider always ends the list, so a node that no accelerator takes still runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ALIASES: dict[str, str] = {
+    "migraphx": "MIGraphXExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+AUTO_ORDER = ("migraphx", "rocm", "tensorrt", "cuda", "openvino", "cpu")
+CPU = ALIASES["cpu"]
+
+
+def full_name(name: str) -> str:
+    """``rocm`` or ``ROCMExecutionProvider`` -> ``ROCMExecutionProvider``."""
+    return ALIASES.get(name.lower(), name)
+
+
+def short_name(provider: str) -> str:
+    for alias, full in ALIASES.items():
+        if full == provider:
+            return alias
+    return provider
+
+
+def default_options(provider: str, *, fp16: bool, cache_dir: str | None) -> dict[str, Any]:
+    """Options that make each accelerator provider behave well for fixed-shape YOLO batches."""
+    options: dict[str, Any] = {}
+    if provider == ALIASES["migraphx"]:
+        options["migraphx_fp16_enable"] = int(fp16)
+        if cache_dir:
+            # onnxruntime >= 1.20 names it migraphx_model_cache_dir; older builds save/load files.
+            options["migraphx_model_cache_dir"] = cache_dir
+    elif provider == ALIASES["rocm"]:
+        options["tunable_op_enable"] = 1
+        options["tunable_op_tuning_enable"] = 0
+    elif provider == ALIASES["tensorrt"]:
+        options["trt_fp16_enable"] = bool(fp16)
+        if cache_dir:
+            options["trt_engine_cache_enable"] = True
+            options["trt_engine_cache_path"] = cache_dir
+            options["trt_timing_cache_enable"] = True
+            options["trt_timing_cache_path"] = cache_dir
+    elif provider == ALIASES["cuda"]:
+        options["cudnn_conv_algo_search"] = "HEURISTIC"
+    elif provider == ALIASES["openvino"]:
+        options["precision"] = "FP16" if fp16 else "FP32"
+        if cache_dir:
+            options["cache_dir"] = cache_dir
+    return options
+
+
+def choose(
+    requested: str | Sequence[str],
+    available: Sequence[str],
+    user_options: Mapping[str, Mapping[str, Any]],
+    *,
+    fp16: bool = False,
+    cache_dir: str | None = None,
+) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """(providers to pass, their options, requested ones skipped as unavailable)."""
+    wanted = (
+        list(AUTO_ORDER)
+        if requested == "auto"
+        else [requested]
+        if isinstance(requested, str)
+        else list(requested)
+    )
+    names: list[str] = []
+    skipped: list[str] = []
+    for name in wanted:
+        provider = full_name(name)
+        if provider in names:
+            continue
+        if provider in available:
+            names.append(provider)
+        elif requested != "auto":
+            skipped.append(provider)
+    if CPU not in names:
+        names.append(CPU)
+    options = []
+    for provider in names:
+        merged = default_options(provider, fp16=fp16, cache_dir=cache_dir)
+        merged.update(user_options.get(short_name(provider), user_options.get(provider, {})))
+        options.append(merged)
+    return names, options, skipped

@@ -1,0 +1,139 @@
+"""Annotated video: boxes and labels drawn, encoded with PyAV (H.264, yuv420p) at the source
+frame rate, one file per source. The file is finalised on end-of-stream, on error and on Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import av
+from pydantic import Field
+
+from pipeline.errors import PipelineError
+from pipeline.frame import Frame
+from pipeline.registry import register
+from pipeline.stage import Stage, StageConfig, StageContext
+
+from .draw import draw_detections
+from .sink_util import output_path
+
+log = logging.getLogger(__name__)
+
+
+class VideoConfig(StageConfig):
+    path: str = "out/annotated.mp4"
+    """Output file; ``{source_id}`` gives one file per source (needed with several sources)."""
+    codec: str = "libx264"
+    """FFmpeg encoder name (``libx264``, ``h264_nvenc``, ``h264_vaapi``, ``libopenh264``...)."""
+    preset: str | None = "veryfast"
+    """Encoder speed/size trade-off, where the encoder has presets."""
+    crf: int | None = Field(23, ge=0, le=51)
+    """Constant quality for x264/x265; lower is better and larger."""
+    bitrate: int | None = Field(None, ge=1)
+    """Target bits per second, instead of crf."""
+    labels: bool = True
+    """Draw class name and score above each box."""
+    thickness: int = Field(2, ge=1)
+    font_scale: float = Field(0.5, gt=0)
+
+
+@dataclass
+class _Output:
+    container: Any
+    stream: Any
+    rate: Fraction
+    last_pts: int = -1
+    frames: int = 0
+
+
+@register("video")
+class VideoSink(Stage):
+    Config = VideoConfig
+    config: VideoConfig
+
+    def open(self, context: StageContext) -> None:
+        self._outputs: dict[str, _Output] = {}
+        self.written: dict[str, int] = {}
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        output = self._outputs.get(frame.source_id)
+        if output is None:
+            output = self._open_output(frame)
+        cfg = self.config
+        picture = draw_detections(
+            frame.image,
+            frame.detections,
+            thickness=cfg.thickness,
+            font_scale=cfg.font_scale,
+            labels=cfg.labels,
+        )
+        height, width = output.stream.height, output.stream.width
+        video_frame = av.VideoFrame.from_ndarray(picture[:height, :width], format="bgr24")
+        # Keep the source's timing; never go backwards (the muxer would refuse).
+        pts = max(round(frame.pts * output.rate), output.last_pts + 1)
+        video_frame.pts = pts
+        video_frame.time_base = 1 / output.rate
+        output.last_pts = pts
+        for packet in output.stream.encode(video_frame):
+            output.container.mux(packet)
+        output.frames += 1
+        self.written[frame.source_id] = output.frames
+        return (frame,)
+
+    def _open_output(self, frame: Frame) -> _Output:
+        cfg = self.config
+        if "{source_id}" not in cfg.path and self._outputs:
+            raise PipelineError(f"several sources write to {cfg.path}: put {{source_id}} in path")
+        path = output_path(cfg.path, frame.source_id)
+        rate = frame.stream.rate or Fraction(25)
+        container = av.open(str(path), mode="w")
+        try:
+            stream = container.add_stream(cfg.codec, rate=rate)
+        except (av.error.FFmpegError, ValueError) as exc:
+            container.close()
+            raise PipelineError(f"encoder '{cfg.codec}' is not available: {exc}") from None
+        height, width = frame.image.shape[:2]
+        # 4:2:0 needs even dimensions.
+        stream.width, stream.height = width - width % 2, height - height % 2
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = 1 / rate
+        options = {}
+        if cfg.preset and cfg.codec in ("libx264", "libx265"):
+            options["preset"] = cfg.preset
+        if cfg.bitrate:
+            stream.bit_rate = cfg.bitrate
+        elif cfg.crf is not None and cfg.codec in ("libx264", "libx265"):
+            options["crf"] = str(cfg.crf)
+        stream.options = options
+        output = _Output(container, stream, Fraction(rate))
+        self._outputs[frame.source_id] = output
+        log.info(
+            "%s: writing %s (%s %dx%d @ %.3f fps)",
+            self.name,
+            path,
+            cfg.codec,
+            stream.width,
+            stream.height,
+            float(rate),
+        )
+        return output
+
+    def close(self) -> None:
+        """Drain the encoder and write the MP4 trailer for every open output."""
+        errors = []
+        for source_id, output in self._outputs.items():
+            try:
+                for packet in output.stream.encode(None):
+                    output.container.mux(packet)
+            except av.error.FFmpegError as exc:
+                errors.append(f"{source_id}: {exc}")
+            finally:
+                output.container.close()
+        self._outputs.clear()
+        if errors:
+            raise PipelineError("finishing video failed: " + "; ".join(errors))
+
+    def stats(self) -> dict[str, Any]:
+        return {"frames_written": dict(getattr(self, "written", {}))}

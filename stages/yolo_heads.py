@@ -1,0 +1,171 @@
+"""Decoders for the common YOLO output layouts, and detection of which one a model has.
+
+Every decoder returns, per image, candidate boxes in model-input pixels (xyxy), the best
+class score and its class id. NMS and mapping back to the frame happen downstream.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+
+import numpy as np
+
+from .coco import COCO_NAMES
+
+
+class Family(StrEnum):
+    YOLOX = "yolox"
+    """(B, anchors, 5 + classes), raw grid offsets, strides 8/16/32."""
+    YOLOV5 = "yolov5"
+    """(B, 3 x anchors, 5 + classes): cx, cy, w, h, objectness, class scores (v5, v7)."""
+    YOLOV8 = "yolov8"
+    """(B, 4 + classes, anchors): cx, cy, w, h, class scores (v8, v11, v12)."""
+    END2END = "end2end"
+    """(B, max_det, 6): x1, y1, x2, y2, score, class, already suppressed (v10, YOLO26)."""
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Decoded, unsuppressed boxes of one image, in model-input pixels."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    class_ids: np.ndarray
+    suppressed: bool = False
+    """True when the model already did NMS (end-to-end heads)."""
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How a family expects its input tensor."""
+
+    color: str  # "bgr" | "rgb"
+    scale: float
+    placement: str  # "center" | "top-left"
+    pad_value: int = 114
+
+
+def conventions(family: Family) -> Conventions:
+    if family is Family.YOLOX:
+        return Conventions(color="bgr", scale=1.0, placement="top-left")
+    return Conventions(color="rgb", scale=1.0 / 255.0, placement="center")
+
+
+STRIDES = (8, 16, 32)
+
+
+def grid_cells(input_w: int, input_h: int, strides: Sequence[int] = STRIDES) -> int:
+    return sum((input_h // s) * (input_w // s) for s in strides)
+
+
+def detect_family(
+    output_shape: Sequence[int | str | None],
+    metadata: Mapping[str, str],
+    input_w: int,
+    input_h: int,
+) -> Family | None:
+    """Guess the head from the output shape and ONNX metadata; None when unsure."""
+    if len(output_shape) != 3 or not all(isinstance(d, int) for d in output_shape[1:]):
+        return None
+    rows, cols = int(output_shape[1]), int(output_shape[2])  # type: ignore[arg-type]
+    if str(metadata.get("end2end", "")).lower() == "true" or (cols == 6 and rows <= 1000):
+        return Family.END2END
+    ultralytics = "ultralytics" in str(metadata.get("author", "")).lower()
+    if rows < cols and (ultralytics or rows >= 5):
+        return Family.YOLOV8
+    cells = grid_cells(input_w, input_h)
+    if rows == cells:
+        return Family.YOLOX
+    if rows == 3 * cells:
+        return Family.YOLOV5
+    return None
+
+
+def class_names(metadata: Mapping[str, str], names_file: str | None) -> tuple[str, ...]:
+    """From a names file (one per line), else ONNX ``names`` metadata, else COCO."""
+    if names_file:
+        with open(names_file, encoding="utf-8") as handle:
+            return tuple(line.strip() for line in handle if line.strip())
+    raw = metadata.get("names")
+    if raw:
+        try:
+            parsed = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return tuple(str(parsed[key]) for key in sorted(parsed))
+        if isinstance(parsed, list | tuple):
+            return tuple(str(name) for name in parsed)
+    return COCO_NAMES
+
+
+def decode(family: Family, output: np.ndarray, input_w: int, input_h: int) -> list[Candidates]:
+    """Decode a batched raw output into per-image candidates."""
+    output = np.asarray(output, dtype=np.float32)
+    if family is Family.YOLOX:
+        return [_decode_yolox(image, input_w, input_h) for image in output]
+    if family is Family.YOLOV5:
+        return [_decode_objectness(image) for image in output]
+    if family is Family.YOLOV8:
+        return [_decode_yolov8(image) for image in output]
+    return [_decode_end2end(image) for image in output]
+
+
+@cache
+def _yolox_grid(input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
+    grids, strides = [], []
+    for stride in STRIDES:
+        ys, xs = np.meshgrid(
+            np.arange(input_h // stride), np.arange(input_w // stride), indexing="ij"
+        )
+        grids.append(np.stack((xs, ys), axis=-1).reshape(-1, 2))
+        strides.append(np.full((grids[-1].shape[0], 1), stride))
+    return np.concatenate(grids).astype(np.float32), np.concatenate(strides).astype(np.float32)
+
+
+def _decode_yolox(image: np.ndarray, input_w: int, input_h: int) -> Candidates:
+    grid, stride = _yolox_grid(input_w, input_h)
+    if image.shape[0] != grid.shape[0]:
+        raise ValueError(
+            f"YOLOX output has {image.shape[0]} anchors, expected {grid.shape[0]} "
+            f"for a {input_w}x{input_h} input"
+        )
+    centres = (image[:, :2] + grid) * stride
+    sizes = np.exp(image[:, 2:4]) * stride
+    scores = image[:, 4:5] * image[:, 5:]
+    return _best_class(_cxcywh_to_xyxy(np.concatenate((centres, sizes), axis=1)), scores)
+
+
+def _decode_objectness(image: np.ndarray) -> Candidates:
+    scores = image[:, 4:5] * image[:, 5:]
+    return _best_class(_cxcywh_to_xyxy(image[:, :4]), scores)
+
+
+def _decode_yolov8(image: np.ndarray) -> Candidates:
+    return _best_class(_cxcywh_to_xyxy(image[:4].T), image[4:].T)
+
+
+def _decode_end2end(image: np.ndarray) -> Candidates:
+    return Candidates(
+        boxes=np.ascontiguousarray(image[:, :4]),
+        scores=np.ascontiguousarray(image[:, 4]),
+        class_ids=image[:, 5].astype(np.int32),
+        suppressed=True,
+    )
+
+
+def _best_class(boxes: np.ndarray, scores: np.ndarray) -> Candidates:
+    class_ids = scores.argmax(axis=1).astype(np.int32)
+    best = np.take_along_axis(scores, class_ids[:, None], axis=1)[:, 0]
+    return Candidates(
+        boxes=boxes, scores=np.ascontiguousarray(best, dtype=np.float32), class_ids=class_ids
+    )
+
+
+def _cxcywh_to_xyxy(boxes: np.ndarray) -> np.ndarray:
+    half = boxes[:, 2:4] / 2
+    return np.concatenate((boxes[:, :2] - half, boxes[:, :2] + half), axis=1).astype(np.float32)
