@@ -45,6 +45,7 @@ class _Node:
     outputs: list[LinkQueue] = field(default_factory=list)
     metrics: StageMetrics | None = None
     threads: list[threading.Thread] = field(default_factory=list)
+    workers: int = 1
     live_workers: int = 0
     next_ticket: int = 0
     next_emit: int = 0
@@ -187,7 +188,7 @@ class Runner:
                         )
                     )
                     return EXIT_USAGE
-                self._record_error(name, exc, None)
+                self._record_error(name, exc, None, stop=False)
                 return EXIT_FAILURE
         return None
 
@@ -195,7 +196,7 @@ class Runner:
         for name in self.graph.order:
             node = self._nodes[name]
             count = 1 if isinstance(node.stage, SourceStage | BatchStage) else node.stage.workers
-            node.live_workers = count
+            node.workers = node.live_workers = count
             target = self._source_loop if isinstance(node.stage, SourceStage) else self._stage_loop
             for index in range(count):
                 thread = threading.Thread(
@@ -268,13 +269,14 @@ class Runner:
         except Exception as exc:
             self._record_error(stage.name, exc, items[0] if items else None)
             inbox.discard()
-            self._emit(node, ticket, [], force=True)
+            if node.workers > 1:
+                self._emit(node, ticket, [])  # release the reorder slot of the failed item
         finally:
             self._finish(node)
 
-    def _emit(self, node: _Node, ticket: int, outputs: list[Any], force: bool = False) -> None:
+    def _emit(self, node: _Node, ticket: int, outputs: list[Any]) -> None:
         """Pass outputs on in input order, whichever worker finished first."""
-        if node.live_workers <= 1 and not force:
+        if node.workers == 1:
             self._push_all(node, outputs)
             return
         with node.emit_lock:
@@ -323,7 +325,9 @@ class Runner:
 
     # -- errors and stopping --------------------------------------------------------------
 
-    def _record_error(self, stage: str, exc: BaseException, item: Any) -> None:
+    def _record_error(
+        self, stage: str, exc: BaseException, item: Any, *, stop: bool = True
+    ) -> None:
         if isinstance(exc, StageError):
             error = exc
         else:
@@ -340,7 +344,8 @@ class Runner:
                 self._error = error
             else:
                 log.debug("further error after the first: %s", error)
-        self.request_stop(f"error in stage '{stage}'")
+        if stop:
+            self.request_stop(f"error in stage '{stage}'")
 
     def _error_stage(self) -> str | None:
         return self._error.stage if isinstance(self._error, StageError) else None

@@ -27,8 +27,8 @@ class Letterbox:
         out = boxes.astype(np.float32, copy=True)
         out[:, [0, 2]] = (out[:, [0, 2]] - self.pad_x) / self.scale
         out[:, [1, 3]] = (out[:, [1, 3]] - self.pad_y) / self.scale
-        np.clip(out[:, [0, 2]], 0, self.frame_w, out=out[:, [0, 2]])
-        np.clip(out[:, [1, 3]], 0, self.frame_h, out=out[:, [1, 3]])
+        out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, self.frame_w)
+        out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, self.frame_h)
         return out
 
 

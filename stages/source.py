@@ -43,12 +43,15 @@ class FileSource(SourceStage):
     Config = SourceConfig
     config: SourceConfig
 
+    def __init__(self, name: str, config: SourceConfig) -> None:
+        super().__init__(name, config)
+        self._stop = threading.Event()
+
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.source_id = cfg.source_id or self.name
         self.path = resolve_media(cfg.uri)
         self.display_uri = mask_credentials(self.path)
-        self._stop = threading.Event()
         is_local = "://" not in self.path
         if is_local and not os.path.exists(self.path):
             raise ConfigError(f"input not found: {self.display_uri}", key="uri")

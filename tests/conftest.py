@@ -1,0 +1,36 @@
+"""Shared test set-up: assets come from $VAPIPE_ASSETS, default ../shared beside the checkout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ASSETS = Path(os.environ.setdefault("VAPIPE_ASSETS", str(REPO.parent / "shared"))).resolve()
+os.environ["VAPIPE_ASSETS"] = str(ASSETS)
+# Tests never download: an asset missing here is a set-up error, reported as such.
+os.environ.setdefault("VAPIPE_OFFLINE", "1")
+
+
+def asset(kind: str, name: str) -> Path:
+    path = ASSETS / kind / name
+    if not path.is_file():
+        pytest.fail(f"test asset {path} is missing: set VAPIPE_ASSETS to the shared/ folder")
+    return path
+
+
+@pytest.fixture
+def people_mp4() -> Path:
+    return asset("media", "people.mp4")
+
+
+@pytest.fixture
+def yolox_onnx() -> Path:
+    return asset("models", "yolox_nano.onnx")
+
+
+@pytest.fixture
+def yolov8_onnx() -> Path:
+    return asset("models", "yolov8n.onnx")

@@ -1,0 +1,46 @@
+"""Run the real CLI in a subprocess and read what it wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import av
+
+REPO = Path(__file__).resolve().parents[2]
+FILE_CONFIG = REPO / "configs" / "file.toml"
+
+
+def cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def probe_video(path: Path) -> dict[str, Any]:
+    """Decode every frame: count, size, and the duration from the frame timestamps."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate
+        frames = list(container.decode(stream))
+        last = frames[-1]
+        return {
+            "frames": len(frames),
+            "width": frames[0].width,
+            "height": frames[0].height,
+            "rate": rate,
+            "duration": float(last.pts * last.time_base) + 1 / float(rate),
+            "container_duration": container.duration / 1e6 if container.duration else None,
+        }

@@ -1,0 +1,188 @@
+"""End to end: real clips and models through the real pipeline, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import pytest
+
+from .helpers import FILE_CONFIG, cli, probe_video, read_events
+
+
+@pytest.fixture(scope="module")
+def people_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess]:
+    work = tmp_path_factory.mktemp("people")
+    result = cli(str(FILE_CONFIG), "--stats", "out/stats.json", cwd=work)
+    return work, result
+
+
+def test_people_clip_events(people_run, people_mp4: Path) -> None:
+    work, result = people_run
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = read_events(work / "out/events.jsonl")
+    frames = [e for e in events if e["event"] == "frame"]
+    assert [e["seq"] for e in frames] == list(range(460))
+    assert {e["source_id"] for e in frames} == {"cam"}
+    pts = [e["pts"] for e in frames]
+    assert pts == sorted(pts) and pts[0] == pytest.approx(0.0, abs=0.1)
+    assert pts[-1] == pytest.approx(459 * 1001 / 24000, abs=0.05)
+    with_person = sum(any(d["class_name"] == "person" for d in e["detections"]) for e in frames)
+    assert with_person >= 0.9 * len(frames), f"persons on only {with_person} of 460 frames"
+    first = frames[0]
+    assert first["time"].endswith("Z") and "T" in first["time"]
+    for detection in first["detections"]:
+        x1, y1, x2, y2 = detection["xyxy"]
+        assert 0 <= x1 < x2 <= 800 and 0 <= y1 < y2 <= 450, detection
+        assert 0.3 <= detection["score"] <= 1 and detection["class_name"]
+
+
+def test_people_clip_video(people_run, people_mp4: Path) -> None:
+    work, result = people_run
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = probe_video(work / "out/annotated.mp4")
+    source = probe_video(people_mp4)
+    assert (out["frames"], out["width"], out["height"]) == (460, 800, 450)
+    assert out["rate"] == source["rate"]
+    one_frame = 1 / float(source["rate"])
+    assert abs(out["duration"] - source["duration"]) <= one_frame, (out, source)
+    assert abs(out["container_duration"] - source["container_duration"]) <= one_frame
+
+
+def test_people_clip_stats_and_summary(people_run) -> None:
+    work, result = people_run
+    stats = json.loads((work / "out/stats.json").read_text())
+    assert stats["exit_code"] == 0
+    assert stats["stages"]["det"]["provider"] == "CPUExecutionProvider"
+    for name in ("cam", "pre", "det", "nms", "video", "events"):
+        stage = stats["stages"][name]
+        assert stage["frames"] == 460, (name, stage)
+        assert stage["fps"] > 0 and stage["p95_ms"] >= stage["mean_ms"] * 0.5
+    for queue in stats["queues"].values():
+        assert 1 <= queue["high_water"] <= queue["size"] and queue["dropped"] == 0
+    assert "det: provider = CPUExecutionProvider" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ctrl_c_halfway_leaves_playable_video_and_whole_lines(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", str(FILE_CONFIG)],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    events = tmp_path / "out/events.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if events.exists() and events.read_text().count("\n") >= 150:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr[-2000:]
+    text = events.read_text(encoding="utf-8")
+    assert text.endswith("\n"), "the last line is cut"
+    lines = read_events(events)
+    assert 150 <= len(lines) < 460, f"{len(lines)} lines: not interrupted halfway"
+    assert [e["seq"] for e in lines] == list(range(len(lines)))
+    video = probe_video(tmp_path / "out/annotated.mp4")
+    assert video["frames"] == len(lines), "the video and the events disagree after the drain"
+    assert "Traceback" not in stderr
+
+
+def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", str(FILE_CONFIG)],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    events = tmp_path / "out/events.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (events.exists() and events.stat().st_size):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert time.monotonic() - started < 5
+
+
+def test_yolov8_family_runs_end_to_end(tmp_path: Path) -> None:
+    result = cli(
+        str(FILE_CONFIG),
+        "--set",
+        "det.model=yolov8n",
+        "--max-frames",
+        "12",
+        "--set",
+        "video.path=out/v8.mp4",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    frames = read_events(tmp_path / "out/events.jsonl")
+    assert [e["seq"] for e in frames] == list(range(12))
+    persons = [d for e in frames for d in e["detections"] if d["class_name"] == "person"]
+    assert len(persons) >= 12 * 3, f"{len(persons)} persons in 12 crowded frames"
+    assert probe_video(tmp_path / "out/v8.mp4")["frames"] == 12
+    assert "yolov8" in result.stderr
+
+
+@pytest.mark.parametrize("model", ["yolox-nano", "yolov8n"])
+def test_still_image_is_a_one_frame_source(tmp_path: Path, model: str) -> None:
+    result = cli(
+        str(FILE_CONFIG),
+        "--set",
+        "cam.uri=sample:dog",
+        "--set",
+        f"det.model={model}",
+        "--set",
+        "video.path=out/dog.mp4",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (event,) = read_events(tmp_path / "out/events.jsonl")
+    found = {d["class_name"] for d in event["detections"]}
+    assert {"dog", "bicycle"} <= found and found & {"truck", "car"}, found
+
+
+def test_runtime_failure_is_one_line_exit_1(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"this is not an onnx file")
+    result = cli(str(FILE_CONFIG), "--set", f"det.model={broken}", cwd=tmp_path)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: stage 'det': cannot load model") and str(broken) in last
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_input_is_exit_2(tmp_path: Path) -> None:
+    result = cli(str(FILE_CONFIG), "--set", "cam.uri=nowhere.mp4", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: node 'cam' key 'uri': input not found: nowhere.mp4"
+    )
+
+
+def test_env_var_picks_input(tmp_path: Path) -> None:
+    env_run = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", str(FILE_CONFIG), "--max-frames", "3"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "VAPIPE_INPUT": "sample:horses"},
+    )
+    assert env_run.returncode == 0, env_run.stderr[-2000:]
+    with av.open(str(tmp_path / "out/annotated.mp4")) as container:
+        assert container.streams.video[0].codec_context.width == 720  # horses.mp4 is 720x480

@@ -1,0 +1,126 @@
+"""Stub stages for runtime tests: small, deterministic, and registered under test-* names."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from pipeline.registry import register
+from pipeline.stage import BatchStage, ParallelConfig, SourceStage, Stage, StageConfig
+
+
+@dataclass
+class Item:
+    source_id: str
+    seq: int
+
+
+class CountingSourceConfig(StageConfig):
+    count: int = 10
+    delay_s: float = 0.0
+    live: bool = False
+
+
+@register("test-count")
+class CountingSource(SourceStage):
+    Config = CountingSourceConfig
+
+    @classmethod
+    def is_live(cls, config: Any) -> bool:
+        return config.live
+
+    def open(self, context: Any) -> None:
+        self._stop = threading.Event()
+
+    def frames(self) -> Iterator[Item]:
+        for seq in range(self.config.count):
+            if self._stop.is_set():
+                return
+            if self.config.delay_s:
+                time.sleep(self.config.delay_s)
+            yield Item(self.name, seq)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class CollectConfig(ParallelConfig):
+    delay_s: float = 0.0
+    fail_at: int | None = None
+    jitter: bool = False
+
+
+@register("test-collect")
+class Collect(Stage):
+    """Records every item and whether it was flushed and closed; can fail at one seq."""
+
+    Config = CollectConfig
+    instances: ClassVar[dict[str, Collect]] = {}
+
+    def open(self, context: Any) -> None:
+        self.items: list[Item] = []
+        self.closed = False
+        self.flushed = False
+        self._lock = threading.Lock()
+        Collect.instances[self.name] = self
+
+    def process(self, item: Item) -> tuple[Item]:
+        if self.config.fail_at is not None and item.seq == self.config.fail_at:
+            raise RuntimeError("boom")
+        delay = self.config.delay_s
+        if self.config.jitter:
+            delay *= (item.seq * 7919) % 5  # uneven work so workers finish out of order
+        if delay:
+            time.sleep(delay)
+        with self._lock:
+            self.items.append(item)
+        return (item,)
+
+    def flush(self) -> tuple[()]:
+        self.flushed = True
+        return ()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class BatchConfig(StageConfig):
+    max_batch: int = Field(4, ge=1)
+    timeout_ms: float = 1000.0
+
+
+@register("test-batch")
+class Batcher(BatchStage):
+    Config = BatchConfig
+    instances: ClassVar[dict[str, Batcher]] = {}
+
+    def open(self, context: Any) -> None:
+        self.max_batch = self.config.max_batch
+        self.batch_timeout_s = self.config.timeout_ms / 1000
+        self.batches: list[list[int]] = []
+        Batcher.instances[self.name] = self
+
+    def process_batch(self, items: list[Item]) -> list[Item]:
+        self.batches.append([item.seq for item in items])
+        return items
+
+
+@register("test-hold")
+class HoldUntilFlush(Stage):
+    """Holds every item back until end-of-stream, like an encoder with a tail."""
+
+    def open(self, context: Any) -> None:
+        self.held: list[Item] = []
+
+    def process(self, item: Item) -> tuple[()]:
+        self.held.append(item)
+        return ()
+
+    def flush(self) -> list[Item]:
+        held, self.held = self.held, []
+        return held

@@ -1,0 +1,100 @@
+"""Model and sample resolution: search order, offline errors, downloads with sha256 checks."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline import assets
+from pipeline.errors import ConfigError, PipelineError
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No $VAPIPE_ASSETS, an empty cwd and an empty cache."""
+    monkeypatch.delenv("VAPIPE_ASSETS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_search_order_env_then_local_then_cache(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for folder in ("env/models", "assets/models", "cache/vapipe/models"):
+        (isolated / folder).mkdir(parents=True)
+        (isolated / folder / "yolox_nano.onnx").write_bytes(folder.encode())
+    monkeypatch.setenv("VAPIPE_ASSETS", str(isolated / "env"))
+    assert assets.resolve_model("yolox-nano").read_bytes() == b"env/models"
+    monkeypatch.delenv("VAPIPE_ASSETS")
+    assert assets.resolve_model("yolox-nano").read_bytes() == b"assets/models"
+    (isolated / "assets/models/yolox_nano.onnx").unlink()
+    assert assets.resolve_model("yolox-nano").read_bytes() == b"cache/vapipe/models"
+
+
+def test_offline_and_missing_says_where_it_looked(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VAPIPE_OFFLINE", "1")
+    with pytest.raises(PipelineError) as caught:
+        assets.resolve_media("sample:people")
+    message = str(caught.value)
+    assert "people.mp4" in message and "assets/media" in message and "cache" in message
+    assert "VAPIPE_OFFLINE" in message
+
+
+def test_paths_and_unknown_names(isolated: Path) -> None:
+    model = isolated / "m.onnx"
+    model.write_bytes(b"x")
+    assert assets.resolve_model(str(model)) == model
+    assert assets.resolve_media("rtsp://cam/x") == "rtsp://cam/x"
+    with pytest.raises(ConfigError, match=r"model file not found: missing\.onnx"):
+        assets.resolve_model("missing.onnx")
+    with pytest.raises(ConfigError, match="unknown model 'yolo-nope'; known: yolox-nano"):
+        assets.resolve_model("yolo-nope")
+
+
+@pytest.fixture
+def http_root(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", root
+    server.shutdown()
+
+
+def test_download_checks_sha256(
+    isolated: Path, http_root: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, root = http_root
+    payload = b"not really a video"
+    (root / "clip.mp4").write_bytes(payload)
+    entry = {
+        "file": "clip.mp4",
+        "url": f"{base}/clip.mp4",
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    monkeypatch.delenv("VAPIPE_OFFLINE", raising=False)
+    monkeypatch.setattr(assets, "manifest_entries", lambda kind: {"clip": entry})
+    path = assets.fetch("media", "clip")
+    assert path == isolated / "cache/vapipe/media/clip.mp4" and path.read_bytes() == payload
+    entry["sha256"] = "0" * 64
+    with pytest.raises(PipelineError, match="sha256 mismatch"):
+        assets.fetch("media", "clip", force_download=True)
+    entry["url"] = f"{base}/gone.mp4"
+    with pytest.raises(PipelineError, match=r"downloading .*gone\.mp4 failed"):
+        assets.fetch("media", "clip", force_download=True)

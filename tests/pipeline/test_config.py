@@ -1,0 +1,195 @@
+"""Config and graph validation: every error is one line naming file, line, node and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline import config, graph
+from pipeline.cli import main
+from pipeline.errors import ConfigError
+from pipeline.queues import Leaky
+
+from . import stubs  # noqa: F401  (registers test-* stages)
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+links = ["src ! sink"]
+
+[nodes.src]
+type = "test-count"
+count = 3
+
+[nodes.sink]
+type = "test-collect"
+"""
+
+
+def parse(text: str, overrides: tuple[str, ...] = ()) -> graph.Graph:
+    return graph.build(config.parse(text, "p.toml", overrides))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            GOOD.replace('type = "test-collect"', 'type = "test-colect"'),
+            "p.toml:8: node 'sink' key 'type': unknown type 'test-colect' "
+            "(did you mean 'test-collect'?)",
+            id="unknown-type",
+        ),
+        pytest.param(
+            GOOD.replace("count = 3", "cuont = 3"),
+            "p.toml:5: node 'src' key 'cuont': unknown key (did you mean 'count'?)",
+            id="unknown-key",
+        ),
+        pytest.param(
+            GOOD.replace("count = 3", 'count = "three"'),
+            "p.toml:5: node 'src' key 'count': input should be a valid integer, got string 'three'",
+            id="wrong-type",
+        ),
+        pytest.param(
+            GOOD.replace('type = "test-count"\n', ""),
+            "p.toml:3: node 'src' key 'type': missing required key",
+            id="missing-type",
+        ),
+        pytest.param(
+            GOOD.replace('"src ! sink"', '"src ! snk"'),
+            "p.toml:1: key 'links': link 'src ! snk' names undefined node 'snk' "
+            "(did you mean 'sink'?)",
+            id="undefined-link-node",
+        ),
+        pytest.param(
+            GOOD.replace('"src ! sink"', '"src ! sink", "sink ! other", "other ! sink"')
+            + '\n[nodes.other]\ntype = "test-collect"\n',
+            "p.toml:1: key 'links': links form a cycle through sink, other",
+            id="cycle",
+        ),
+        pytest.param(
+            GOOD + '\n[nodes.lonely]\ntype = "test-collect"\n',
+            "p.toml:10: node 'lonely': not reachable from a source",
+            id="unreachable",
+        ),
+        pytest.param(
+            GOOD.replace("count = 3", "count = 3\ncount = 4"),
+            "p.toml:6: invalid TOML",
+            id="toml-syntax",
+        ),
+        pytest.param(
+            GOOD.replace('links = ["src ! sink"]', 'linkz = ["src ! sink"]'),
+            "p.toml:1: key 'linkz': unknown top-level key (did you mean 'links'?)",
+            id="unknown-top-level",
+        ),
+        pytest.param(
+            GOOD + '\n[queues."src ! sink"]\nleaky = "sideways"\n',
+            "p.toml:11: key 'queues.\"src ! sink\".leaky': input should be 'no', "
+            "'upstream' or 'downstream'",
+            id="bad-leaky",
+        ),
+        pytest.param(
+            GOOD + '\n[queues."sink ! src"]\nsize = 2\n',
+            "names no declared link",
+            id="queue-for-missing-link",
+        ),
+        pytest.param(
+            GOOD.replace('links = ["src ! sink"]', 'links = ["src ! sink", "sink ! src"]'),
+            "node 'src': a 'test-count' node takes no input",
+            id="link-into-source",
+        ),
+    ],
+)
+def test_validation_errors(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(text)
+    message = str(caught.value)
+    assert expected in message, f"expected {expected!r} in {message!r}"
+    assert "\n" not in message, f"error is not one line: {message!r}"
+
+
+def test_unknown_type_lists_valid_types() -> None:
+    with pytest.raises(ConfigError, match=r"valid types: .*infer.*source"):
+        parse(GOOD.replace('type = "test-collect"', 'type = "nope"'))
+
+
+def test_unknown_key_lists_valid_keys() -> None:
+    with pytest.raises(ConfigError, match=r"valid keys: count, delay_s, live"):
+        parse(GOOD.replace("count = 3", "zzz = 3"))
+
+
+def test_set_overrides_take_toml_values_and_bare_words_as_strings() -> None:
+    spec = config.parse(GOOD, "p.toml", ["src.count=7", "sink.workers=2"])
+    assert spec.nodes["src"].config.count == 7
+    assert spec.nodes["sink"].config.workers == 2
+    with pytest.raises(ConfigError, match="input should be a valid integer, got string 'seven'"):
+        config.parse(GOOD, "p.toml", ["src.count=seven"])
+    with pytest.raises(ConfigError, match=r"--set nope\.count=1: no node 'nope'"):
+        config.parse(GOOD, "p.toml", ["nope.count=1"])
+    with pytest.raises(ConfigError, match=r"--set expects NODE\.KEY=VALUE"):
+        config.parse(GOOD, "p.toml", ["count"])
+
+
+def test_env_expansion(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = GOOD.replace('type = "test-collect"', 'type = "test-collect"\nfail_at = 1') + (
+        '\n[pipeline]\nname = "${RUN_NAME:-fallback}-${RUN_SUFFIX}"\n'
+    )
+    monkeypatch.setenv("RUN_SUFFIX", "x")
+    monkeypatch.delenv("RUN_NAME", raising=False)
+    assert config.parse(text, "p.toml").settings.name == "fallback-x"
+    monkeypatch.setenv("RUN_NAME", "cams")
+    assert config.parse(text, "p.toml").settings.name == "cams-x"
+    monkeypatch.delenv("RUN_SUFFIX")
+    with pytest.raises(ConfigError, match=r"\$\{RUN_SUFFIX\} is not set"):
+        config.parse(text, "p.toml")
+
+
+def test_queue_settings_and_live_default() -> None:
+    text = GOOD + '\n[queues."src ! sink"]\nsize = 3\nleaky = "upstream"\n'
+    (edge,) = parse(text).edges
+    assert (edge.size, edge.leaky) == (3, Leaky.UPSTREAM)
+    (edge,) = parse(GOOD).edges
+    assert (edge.size, edge.leaky) == (8, Leaky.NO), "file sources block by default"
+    (edge,) = parse(GOOD.replace("count = 3", "live = true")).edges
+    assert edge.leaky is Leaky.DOWNSTREAM, "live sources drop the oldest by default"
+
+
+def test_fan_out_and_fan_in_are_allowed() -> None:
+    text = """\
+links = ["a ! mid ! out1", "mid ! out2", "b ! mid"]
+[nodes.a]
+type = "test-count"
+[nodes.b]
+type = "test-count"
+[nodes.mid]
+type = "test-collect"
+[nodes.out1]
+type = "test-collect"
+[nodes.out2]
+type = "test-collect"
+"""
+    built = parse(text)
+    assert sorted(built.successors("mid")) == ["out1", "out2"]
+    assert sorted(built.predecessors("mid")) == ["a", "b"]
+    assert built.order.index("mid") > max(built.order.index("a"), built.order.index("b"))
+
+
+def test_cli_config_error_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace("count = 3", "cuont = 3"))
+    assert main([str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: {bad}:5: node 'src' key 'cuont': unknown key (did you mean 'count'?); "
+        "valid keys: count, delay_s, live"
+    ], err
+    assert main([str(tmp_path / "missing.toml")]) == 2
+    assert "config file not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_is_valid(path: Path) -> None:
+    built = graph.build(config.load(path))
+    assert built.order, f"{path} has no nodes"

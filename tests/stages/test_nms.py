@@ -1,0 +1,85 @@
+"""NMS against a brute-force reference, and the nms stage's filtering and mapping back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stages.geometry import letterbox_for
+from stages.nms import NmsConfig, NmsStage, nms
+from stages.yolo_heads import Candidates
+
+
+def brute_force_nms(
+    boxes: np.ndarray, scores: np.ndarray, iou: float, class_ids: np.ndarray | None
+) -> list[int]:
+    """Plain loops over pairs: the definition, with no vectorising."""
+    order = sorted(range(len(boxes)), key=lambda i: (-scores[i], i))
+    suppressed = [False] * len(boxes)
+    keep = []
+    for position, i in enumerate(order):
+        if suppressed[i]:
+            continue
+        keep.append(i)
+        for j in order[position + 1 :]:
+            if class_ids is not None and class_ids[i] != class_ids[j]:
+                continue
+            ax1, ay1, ax2, ay2 = boxes[i]
+            bx1, by1, bx2, by2 = boxes[j]
+            inter = max(0.0, min(ax2, bx2) - max(ax1, bx1)) * max(
+                0.0, min(ay2, by2) - max(ay1, by1)
+            )
+            union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - inter
+            if union > 0 and inter / union > iou:
+                suppressed[j] = True
+    return keep
+
+
+def random_boxes(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    centres = rng.uniform(0, 200, (count, 2))
+    sizes = rng.uniform(5, 60, (count, 2))
+    boxes = np.concatenate((centres - sizes / 2, centres + sizes / 2), axis=1).astype(np.float32)
+    return boxes, rng.random(count).astype(np.float32), rng.integers(0, 3, count)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("iou", [0.3, 0.5, 0.7])
+@pytest.mark.parametrize("class_aware", [True, False])
+def test_nms_matches_brute_force(seed: int, iou: float, class_aware: bool) -> None:
+    boxes, scores, class_ids = random_boxes(np.random.default_rng(seed), 150)
+    ids = class_ids if class_aware else None
+    kept = nms(boxes, scores, iou, ids)
+    assert kept.tolist() == brute_force_nms(boxes, scores, iou, ids)
+
+
+def test_class_aware_keeps_overlapping_boxes_of_other_classes() -> None:
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11]], np.float32)
+    scores = np.array([0.9, 0.8], np.float32)
+    assert nms(boxes, scores, 0.5, np.array([0, 1])).tolist() == [0, 1]
+    assert nms(boxes, scores, 0.5, np.array([0, 0])).tolist() == [0]
+    assert nms(boxes, scores, 0.5, None).tolist() == [0]
+
+
+def test_nms_stage_filters_and_maps_back_to_frame_pixels() -> None:
+    stage = NmsStage("nms", NmsConfig(conf=0.5, iou=0.5, max_det=2))
+    # A 200x100 frame in a 100x100 YOLOX input: scale 0.5, top-left, no padding offset.
+    box = letterbox_for(200, 100, 100, 100, "top-left")
+    found = Candidates(
+        boxes=np.array(
+            [[10, 10, 20, 20], [11, 11, 21, 21], [50, 20, 60, 40], [0, 0, 5, 5], [70, 10, 90, 30]],
+            np.float32,
+        ),
+        scores=np.array([0.9, 0.8, 0.7, 0.4, 0.6], np.float32),
+        class_ids=np.array([0, 0, 2, 0, 1], np.int32),
+    )
+    dets = stage.select(found, ("a", "b", "c"), box)
+    assert dets.score.tolist() == pytest.approx([0.9, 0.7]), "conf, NMS or max_det is off"
+    assert dets.xyxy.tolist() == [[20, 20, 40, 40], [100, 40, 120, 80]]
+    assert [r["class_name"] for r in dets.to_records()] == ["a", "c"]
+
+
+def test_centered_letterbox_maps_back_and_clips() -> None:
+    box = letterbox_for(800, 450, 640, 640, "center")
+    assert (box.resized_w, box.resized_h, box.pad_x, box.pad_y) == (640, 360, 0, 140)
+    mapped = box.to_frame(np.array([[0, 140, 320, 320], [-10, 100, 700, 700]], np.float32))
+    assert mapped.tolist() == [[0, 0, 400, 225], [0, 0, 800, 450]]
