@@ -25,18 +25,21 @@ from stages.preprocess import PreprocessConfig, PreprocessStage
 from stages.yolo_heads import Family, decode
 
 
-def run(uri: str, model: str, out_dir: Path, max_frames: int | None = None,
-        spinning: bool = True) -> dict[str, float]:
+def run(
+    uri: str, model: str, out_dir: Path, max_frames: int | None = None, spinning: bool = True
+) -> dict[str, float]:
     """``spinning=False`` gives ONNX Runtime the same session option the pipeline uses."""
     started = time.perf_counter()
     options = ort.SessionOptions()
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(str(resolve_model(model)), options,
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(resolve_model(model)), options, providers=["CPUExecutionProvider"]
+    )
     input_name = session.get_inputs()[0].name
-    pre = PreprocessStage("pre", PreprocessConfig(input_size=[416, 416], placement="top-left",
-                                                  color="bgr", scale=1.0))
+    pre = PreprocessStage(
+        "pre", PreprocessConfig(input_size=[416, 416], placement="top-left", color="bgr", scale=1.0)
+    )
     pre.open(StageContext("pre"))
     nms = NmsStage("nms", NmsConfig(conf=0.3, iou=0.45))
 
@@ -66,10 +69,19 @@ def run(uri: str, model: str, out_dir: Path, max_frames: int | None = None,
         out_frame.time_base = 1 / rate
         for packet in stream.encode(out_frame):
             sink.mux(packet)
-        events.write(json.dumps({"event": "frame", "source_id": "cam", "seq": frames,
-                                 "pts": float(picture.pts * picture.time_base),
-                                 "time": iso_time(time.time()),
-                                 "detections": detections.to_records()}) + "\n")
+        events.write(
+            json.dumps(
+                {
+                    "event": "frame",
+                    "source_id": "cam",
+                    "seq": frames,
+                    "pts": float(picture.pts * picture.time_base),
+                    "time": iso_time(time.time()),
+                    "detections": detections.to_records(),
+                }
+            )
+            + "\n"
+        )
         events.flush()
         frames += 1
         if max_frames and frames >= max_frames:

@@ -32,8 +32,11 @@ from pipeline.runner import Runner  # noqa: E402
 
 
 def run_pipeline(config_path: Path, overrides: list[str], out_dir: Path) -> dict[str, float]:
-    overrides = [*overrides, f"video.path={out_dir}/pipeline.mp4",
-                 f"events.path={out_dir}/pipeline.jsonl"]
+    overrides = [
+        *overrides,
+        f"video.path={out_dir}/pipeline.mp4",
+        f"events.path={out_dir}/pipeline.jsonl",
+    ]
     started = time.perf_counter()
     built = graph.build(config.load(config_path, overrides))
     result = Runner(built).run(handle_signals=False)
@@ -59,9 +62,11 @@ def main() -> None:
             naive.append(run_naive("sample:people", "yolox-nano", Path(tmp)))
             naive_nospin.append(run_naive("sample:people", "yolox-nano", Path(tmp), spinning=False))
             piped.append(run_pipeline(Path(args.config), args.overrides, Path(tmp)))
-            print(f"run {index + 1}: naive {naive[-1]['fps']:.1f}, naive no-spin "
-                  f"{naive_nospin[-1]['fps']:.1f}, pipeline {piped[-1]['fps']:.1f} fps",
-                  file=sys.stderr)
+            print(
+                f"run {index + 1}: naive {naive[-1]['fps']:.1f}, naive no-spin "
+                f"{naive_nospin[-1]['fps']:.1f}, pipeline {piped[-1]['fps']:.1f} fps",
+                file=sys.stderr,
+            )
     default_fps = statistics.median(r["fps"] for r in naive)
     nospin_fps = statistics.median(r["fps"] for r in naive_nospin)
     naive_fps = max(default_fps, nospin_fps)
@@ -70,8 +75,12 @@ def main() -> None:
         "benchmark": "file pipeline vs naive loop, people.mp4 (460 frames, 800x450), YOLOX-Nano",
         "command": "python bench/run_file_bench.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "onnxruntime": ort.__version__},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "onnxruntime": ort.__version__,
+        },
         "runs": args.runs,
         "naive_fps": [round(r["fps"], 2) for r in naive],
         "naive_nospin_fps": [round(r["fps"], 2) for r in naive_nospin],
@@ -85,12 +94,18 @@ def main() -> None:
     }
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
     print("| side | median fps | runs |\n| --- | --- | --- |")
-    print(f"| naive loop, ORT defaults | {default_fps:.1f} | "
-          f"{', '.join(f'{r:.1f}' for r in result['naive_fps'])} |")
-    print(f"| naive loop, no spinning | {nospin_fps:.1f} | "
-          f"{', '.join(f'{r:.1f}' for r in result['naive_nospin_fps'])} |")
-    print(f"| run-pipeline | {pipe_fps:.1f} | "
-          f"{', '.join(f'{r:.1f}' for r in result['pipeline_fps'])} |")
+    print(
+        f"| naive loop, ORT defaults | {default_fps:.1f} | "
+        f"{', '.join(f'{r:.1f}' for r in result['naive_fps'])} |"
+    )
+    print(
+        f"| naive loop, no spinning | {nospin_fps:.1f} | "
+        f"{', '.join(f'{r:.1f}' for r in result['naive_nospin_fps'])} |"
+    )
+    print(
+        f"| run-pipeline | {pipe_fps:.1f} | "
+        f"{', '.join(f'{r:.1f}' for r in result['pipeline_fps'])} |"
+    )
     print(f"\nratio pipeline / faster naive: {result['ratio']:.2f}x")
 
 

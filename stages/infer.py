@@ -1,4 +1,4 @@
-"""Batched YOLO inference on ONNX Runtime, with the execution provider chosen from a list."""
+"""Batched YOLO inference: ONNX Runtime (execution provider chosen from a list) or PyTorch."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pipeline.frame import Frame
 from pipeline.registry import register
 from pipeline.stage import BatchStage, StageConfig, StageContext
 
-from . import providers as eps
+from .backends import Backend
 from .yolo_heads import Family, class_names, conventions, decode, detect_family
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,8 @@ class InferConfig(StageConfig):
     """The output layout; ``auto`` reads the output shape and ONNX metadata."""
     names_file: str | None = None
     """Class names, one per line; default: the model's ``names`` metadata, else COCO."""
+    backend: Literal["onnxruntime", "torch"] = "onnxruntime"
+    """``torch`` runs the ONNX file on PyTorch's device via onnx2torch (extra ``torch``)."""
     providers: str | list[str] = "auto"
     """Execution providers in order of preference (``migraphx``, ``rocm``, ``tensorrt``,
     ``cuda``, ``openvino``, ``cpu`` or full names), or ``auto`` for that order. Unavailable
@@ -35,16 +37,22 @@ class InferConfig(StageConfig):
     provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per provider options, e.g. ``{ migraphx = { migraphx_fp16_enable = 1 } }``."""
     fp16: bool = False
-    """Half precision where the provider supports it (MIGraphX, TensorRT, OpenVINO)."""
+    """Half precision where the provider supports it (MIGraphX, TensorRT, OpenVINO; torch)."""
     cache_dir: str | None = None
     """Compiled-model cache for MIGraphX / TensorRT / OpenVINO, so restarts do not recompile."""
+    io_binding: Literal["auto", "on", "off"] = "auto"
+    """ONNX Runtime IO binding; ``auto`` uses it on every provider but the CPU."""
+    device: str = "auto"
+    """Torch device for ``backend = "torch"`` (``cuda``, ``cuda:1``, ``cpu``); ``auto`` picks
+    the GPU when there is one (ROCm builds of PyTorch call it ``cuda`` too)."""
     max_batch: int = Field(1, ge=1, le=256)
-    """Frames per inference call, from any sources."""
+    """Frames per inference call, from any sources. A model exported with a fixed batch of 1
+    is made batch-dynamic when that provably keeps its outputs, else run frame by frame."""
     batch_timeout_ms: float = Field(5.0, ge=0)
     """How long to wait for a batch to fill after its first frame."""
     threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads; 0 lets ONNX Runtime choose (one per core)."""
-    input_size: list[int] | None = None
+    input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]`` for models whose input size is not fixed in the file."""
 
 
@@ -67,83 +75,75 @@ class InferStage(BatchStage):
 
     Config = InferConfig
     config: InferConfig
+    backend: Backend | None = None
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.max_batch = cfg.max_batch
         self.batch_timeout_s = cfg.batch_timeout_ms / 1000.0
         path = resolve_model(cfg.model)
-        self.session = self._create_session(str(path))
-        meta = self.session.get_modelmeta().custom_metadata_map
-        model_in = self.session.get_inputs()[0]
-        self.input_name = model_in.name
-        batch_dim, _, height, width = (list(model_in.shape) + [None] * 4)[:4]
+        self.backend = self._load(str(path))
+        info = self.backend.info
+        width, height = (list(info.input_shape) + [None] * 4)[3:1:-1]
         if cfg.input_size:
             width, height = cfg.input_size
         if not isinstance(width, int) or not isinstance(height, int):
             raise ConfigError(
-                f"model input {model_in.shape} has no fixed size: set input_size", key="input_size"
+                f"model input {info.input_shape} has no fixed size: set input_size",
+                key="input_size",
             )
-        self.fixed_batch = batch_dim if isinstance(batch_dim, int) else None
-        output_shape = self.session.get_outputs()[0].shape
-        if cfg.family == "auto":
-            family = detect_family(output_shape, meta, width, height)
-            if family is None:
-                family_hint = model_entry(cfg.model).get("family")
-                if not family_hint:
-                    raise ConfigError(
-                        f"cannot tell the YOLO family from output shape {output_shape}; set family",
-                        key="family",
-                    )
-                family = Family(family_hint)
-        else:
-            family = Family(cfg.family)
-        self.family = family
-        self.names = class_names(meta, cfg.names_file)
-        conv = conventions(family)
-        dtype = np.float16 if model_in.type == "tensor(float16)" else np.float32
+        self.family = self._family(info.output_shape, info.metadata, width, height)
+        self.names = class_names(info.metadata, cfg.names_file)
+        conv = conventions(self.family)
         self.model_input = ModelInput(
-            width, height, conv.color, conv.scale, conv.placement, conv.pad_value, np.dtype(dtype)
+            width, height, conv.color, conv.scale, conv.placement, conv.pad_value, info.input_dtype
         )
-        self.provider = self.session.get_providers()[0]
         log.info(
-            "%s: %s (%s, %dx%d, batch %s) on %s",
+            "%s: %s (%s, %dx%d, max_batch %d) on %s",
             self.name,
             path.name,
-            family.value,
+            self.family.value,
             width,
             height,
-            self.fixed_batch or "dynamic",
-            self.provider,
+            cfg.max_batch,
+            self.backend.device,
         )
 
-    def _create_session(self, path: str) -> Any:
-        import onnxruntime as ort
-
+    def _load(self, path: str) -> Backend:
         cfg = self.config
-        available = ort.get_available_providers()
-        names, options, skipped = eps.choose(
-            cfg.providers, available, cfg.provider_options, fp16=cfg.fp16, cache_dir=cfg.cache_dir
+        if cfg.backend == "torch":
+            from .torch_backend import TorchBackend
+
+            return TorchBackend(path, name=self.name, device=cfg.device, fp16=cfg.fp16)
+        from .onnx_backend import OnnxBackend
+
+        return OnnxBackend(
+            path,
+            name=self.name,
+            providers=cfg.providers,
+            provider_options=cfg.provider_options,
+            fp16=cfg.fp16,
+            cache_dir=cfg.cache_dir,
+            threads=cfg.threads,
+            max_batch=cfg.max_batch,
+            io_binding=cfg.io_binding,
         )
-        for provider in skipped:
-            log.warning(
-                "%s: %s is not in this onnxruntime build (available: %s); skipped",
-                self.name,
-                provider,
-                ", ".join(available),
-            )
-        session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if cfg.threads:
-            session_options.intra_op_num_threads = cfg.threads
-        # Spinning intra-op threads would steal the cores that decode and encode run on.
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            return ort.InferenceSession(
-                path, session_options, providers=names, provider_options=options
-            )
-        except Exception as exc:
-            raise PipelineError(f"cannot load model {path}: {exc}") from exc
+
+    def _family(
+        self, output_shape: list[Any], metadata: dict[str, str], width: int, height: int
+    ) -> Family:
+        if self.config.family != "auto":
+            return Family(self.config.family)
+        family = detect_family(output_shape, metadata, width, height)
+        if family is None:
+            hint = model_entry(self.config.model).get("family")
+            if not hint:
+                raise ConfigError(
+                    f"cannot tell the YOLO family from output shape {output_shape}; set family",
+                    key="family",
+                )
+            family = Family(hint)
+        return family
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
         for index, frame in enumerate(items):
@@ -152,26 +152,25 @@ class InferStage(BatchStage):
                     f"frame {index} of the batch has no tensor: link a "
                     "preprocess node before this infer node"
                 )
-        if self.fixed_batch is not None and self.fixed_batch != len(items):
-            outputs = [self._run(np.ascontiguousarray(f.tensor[None])) for f in items]
-            output = np.concatenate(outputs)
-        else:
-            output = self._run(np.stack([f.tensor for f in items]))
+        assert self.backend is not None
+        output = self.backend.run(np.stack([frame.tensor for frame in items]))
         candidates = decode(self.family, output, self.model_input.width, self.model_input.height)
         for frame, found in zip(items, candidates, strict=True):
             frame.meta["candidates"] = found
             frame.meta["class_names"] = self.names
         return items
 
-    def _run(self, batch: np.ndarray) -> np.ndarray:
-        return self.session.run(None, {self.input_name: batch})[0]
-
     def close(self) -> None:
-        self.session = None
+        if self.backend is not None:
+            self._stats = self.backend.stats()
+            self.backend.close()
+            self.backend = None
 
     def stats(self) -> dict[str, Any]:
+        base = self.backend.stats() if self.backend else getattr(self, "_stats", {})
+        family = getattr(self, "family", None)
         return {
-            "provider": getattr(self, "provider", None),
-            "model_family": str(self.family) if hasattr(self, "family") else None,
+            **base,
+            "model_family": family.value if family else None,
             "max_batch": self.config.max_batch,
         }

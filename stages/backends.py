@@ -1,0 +1,42 @@
+"""Inference backends behind one small interface: ONNX Runtime, and PyTorch (optional)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass
+class ModelInfo:
+    """What a loaded model says about itself."""
+
+    input_name: str
+    input_shape: list[int | str | None]
+    input_dtype: np.dtype
+    output_shape: list[int | str | None]
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    info: ModelInfo
+    device: str
+    """What actually runs the model, e.g. ``CUDAExecutionProvider`` or ``torch:cuda:0``."""
+    batch_sizes: tuple[int, ...] | None
+    """Batch sizes the backend was compiled for (fixed-shape providers); None = any."""
+
+    def run(self, batch: np.ndarray) -> np.ndarray:
+        """The model's first output for a batch."""
+        ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
+    """The smallest compiled batch size that holds ``count`` frames."""
+    if not sizes:
+        return count
+    return next((size for size in sizes if size >= count), sizes[-1])

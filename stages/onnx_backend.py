@@ -1,0 +1,234 @@
+"""ONNX Runtime backend: provider choice, batch-dynamic rewrite, node placement report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import PipelineError
+
+from . import providers as eps
+from .backends import ModelInfo, padded_size
+from .batching import make_batch_dynamic, outputs_agree
+
+log = logging.getLogger(__name__)
+
+# Providers that compile the graph per input shape: give them a few fixed batch shapes.
+FIXED_SHAPE_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"]}
+DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+class OnnxBackend:
+    def __init__(
+        self,
+        path: str,
+        *,
+        name: str,
+        providers: str | list[str],
+        provider_options: dict[str, dict[str, Any]],
+        fp16: bool,
+        cache_dir: str | None,
+        threads: int,
+        max_batch: int,
+        io_binding: str = "auto",
+    ) -> None:
+        import onnxruntime as ort
+
+        self._ort = ort
+        self.name = name
+        available = ort.get_available_providers()
+        names, options, skipped = eps.choose(
+            providers, available, provider_options, fp16=fp16, cache_dir=cache_dir
+        )
+        for provider in skipped:
+            log.warning(
+                "%s: %s is not in this onnxruntime build (available: %s); skipped",
+                name,
+                provider,
+                ", ".join(available),
+            )
+        if cache_dir:
+            os.makedirs(cache_dir, exist_ok=True)
+        self._names, self._options, self._threads = names, options, threads
+        model: str | bytes = path
+        self.batch_mode = "fixed"
+        probe = self._session(path, ["CPUExecutionProvider"], [{}])
+        first = probe.get_inputs()[0]
+        fixed_batch = first.shape[0] if isinstance(first.shape[0], int) else None
+        if fixed_batch == 1 and max_batch > 1:
+            model = self._dynamic_model(path, probe)
+        elif fixed_batch is None:
+            self.batch_mode = "dynamic"
+        on_cpu_only = names == [eps.CPU]
+        self.session = (
+            probe
+            if (on_cpu_only and model == path)
+            else self._session(model, names, options, profile=not on_cpu_only)
+        )
+        self.device = self.session.get_providers()[0]
+        if fp16 and self.device not in (
+            eps.ALIASES["migraphx"],
+            eps.ALIASES["tensorrt"],
+            eps.ALIASES["openvino"],
+        ):
+            log.warning(
+                "%s: fp16 is not applied on %s (use a float16 model there)", name, self.device
+            )
+        meta = self.session.get_modelmeta().custom_metadata_map
+        model_in, model_out = self.session.get_inputs()[0], self.session.get_outputs()[0]
+        self.info = ModelInfo(
+            model_in.name,
+            list(model_in.shape),
+            np.dtype(DTYPES.get(model_in.type, np.float32)),
+            list(model_out.shape),
+            dict(meta),
+        )
+        if self.batch_mode in ("fixed", "frame-by-frame"):
+            self.batch_sizes: tuple[int, ...] | None = (fixed_batch or 1,)
+        elif self.device in FIXED_SHAPE_PROVIDERS:
+            self.batch_sizes = tuple(
+                sorted({*(2**i for i in range(8) if 2**i < max_batch), max_batch})
+            )
+        else:
+            self.batch_sizes = None
+        self.use_io_binding = io_binding == "on" or (
+            io_binding == "auto" and self.device != eps.CPU
+        )
+        self._output_name = model_out.name
+        self.placement = {} if on_cpu_only else self._placement(self.session)
+
+    def _session(
+        self,
+        model: str | bytes,
+        names: list[str],
+        options: list[dict[str, Any]],
+        profile: bool = False,
+    ) -> Any:
+        ort = self._ort
+        session_options = ort.SessionOptions()
+        if profile:  # for the node placement report; stopped after the warm-up run
+            session_options.enable_profiling = True
+            session_options.profile_file_prefix = os.path.join(
+                tempfile.gettempdir(), f"vapipe-{os.getpid()}"
+            )
+        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session_options.log_severity_level = 3
+        if self._threads:
+            session_options.intra_op_num_threads = self._threads
+        # Spinning intra-op threads would steal the cores that decode and encode run on.
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            return ort.InferenceSession(
+                model, session_options, providers=names, provider_options=options
+            )
+        except Exception as exc:
+            shown = model if isinstance(model, str) else "the batch-dynamic model"
+            raise PipelineError(f"cannot load model {shown}: {exc}") from exc
+
+    def _dynamic_model(self, path: str, original: Any) -> str | bytes:
+        """The batch-dynamic rewrite when it provably gives the same outputs, else ``path``."""
+        rewrite = make_batch_dynamic(path)
+        if rewrite.model is None:
+            log.info(
+                "%s: model has a fixed batch of 1 (%s): running frame by frame",
+                self.name,
+                rewrite.reason,
+            )
+            return path
+        candidate = self._session(rewrite.model, ["CPUExecutionProvider"], [{}])
+        first = original.get_inputs()[0]
+        agree, worst = outputs_agree(
+            original,
+            candidate,
+            first.name,
+            tuple(first.shape),
+            np.dtype(DTYPES.get(first.type, np.float32)),
+        )
+        if not agree:
+            log.info(
+                "%s: batch-dynamic rewrite changes outputs (relative difference %.2g): "
+                "running frame by frame",
+                self.name,
+                worst,
+            )
+            self.batch_mode = "frame-by-frame"
+            return path
+        log.info(
+            "%s: made the batch dimension dynamic (%d Reshape constants rewritten); "
+            "verified against batch-1 outputs",
+            self.name,
+            rewrite.reshapes,
+        )
+        self.batch_mode = "dynamic (rewritten)"
+        return rewrite.model
+
+    def _placement(self, session: Any) -> dict[str, int]:
+        """Kernels per provider, from one profiled warm-up run: ONNX Runtime may silently put
+        nodes that the accelerator cannot take on the CPU."""
+        shape = [d if isinstance(d, int) else 1 for d in self.info.input_shape]
+        try:
+            session.run(None, {self.info.input_name: np.zeros(shape, self.info.input_dtype)})
+            profile = session.end_profiling()
+            with open(profile, encoding="utf-8") as handle:
+                events = json.load(handle)
+            os.unlink(profile)
+        except Exception as exc:  # a report, never a reason to fail the run
+            log.debug("%s: node placement unknown: %s", self.name, exc)
+            return {}
+        counts = Counter(
+            event["args"]["provider"]
+            for event in events
+            if event.get("cat") == "Node"
+            and "provider" in event.get("args", {})
+            and event["name"].endswith("_kernel_time")
+        )
+        if counts.get(eps.CPU) and len(counts) > 1:
+            log.warning(
+                "%s: %d of %d kernels run on the CPU, not on %s",
+                self.name,
+                counts[eps.CPU],
+                sum(counts.values()),
+                self.device,
+            )
+        return dict(counts)
+
+    def run(self, batch: np.ndarray) -> np.ndarray:
+        count = batch.shape[0]
+        largest = self.batch_sizes[-1] if self.batch_sizes else count
+        if count > largest:
+            return np.concatenate(
+                [self.run(batch[i : i + largest]) for i in range(0, count, largest)]
+            )
+        size = padded_size(count, self.batch_sizes)
+        if size > count:
+            pad = np.zeros((size - count, *batch.shape[1:]), batch.dtype)
+            return self._run(np.concatenate((batch, pad)))[:count]
+        return self._run(batch)
+
+    def _run(self, batch: np.ndarray) -> np.ndarray:
+        if self.use_io_binding:
+            binding = self.session.io_binding()
+            binding.bind_cpu_input(self.info.input_name, batch)
+            binding.bind_output(self._output_name)
+            self.session.run_with_iobinding(binding)
+            return binding.copy_outputs_to_cpu()[0]
+        return self.session.run([self._output_name], {self.info.input_name: batch})[0]
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "provider": self.device,
+            "providers_requested": self._names,
+            "batch_mode": self.batch_mode,
+            "batch_sizes": self.batch_sizes,
+            "io_binding": self.use_io_binding,
+            "node_placement": self.placement or None,
+        }
+
+    def close(self) -> None:
+        self.session = None

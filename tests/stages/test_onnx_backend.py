@@ -1,0 +1,105 @@
+"""ONNX Runtime backend: provider fallback, batch-dynamic rewrite, padding, IO binding."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stages import providers as eps
+from stages.backends import padded_size
+from stages.onnx_backend import OnnxBackend
+
+from ..conftest import asset
+
+
+def backend(path: Path, **kwargs: object) -> OnnxBackend:
+    options = {
+        "name": "det",
+        "providers": "auto",
+        "provider_options": {},
+        "fp16": False,
+        "cache_dir": None,
+        "threads": 1,
+        "max_batch": 1,
+        **kwargs,
+    }
+    return OnnxBackend(str(path), **options)  # type: ignore[arg-type]
+
+
+def images(count: int, size: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).random((count, 3, size, size), dtype=np.float32) * 255
+
+
+@pytest.mark.parametrize(
+    ("model", "size", "mode"),
+    [
+        ("yolox_nano.onnx", 416, "dynamic (rewritten)"),
+        ("yolov8n.onnx", 640, "dynamic (rewritten)"),
+        # Dynamic quantisation computes one scale over the whole batch: a batch changes each
+        # image's result, so the rewrite must be refused and frames run one at a time.
+        ("yolov8n_int8.onnx", 640, "frame-by-frame"),
+    ],
+)
+def test_batch_rewrite_is_verified(model: str, size: int, mode: str) -> None:
+    path = asset("models", model)
+    batched = backend(path, max_batch=4)
+    assert batched.batch_mode == mode
+    single = backend(path, max_batch=1)
+    assert single.batch_mode == "fixed"
+    batch = images(3, size)
+    out = batched.run(batch)
+    expected = np.concatenate([single.run(batch[i : i + 1]) for i in range(3)])
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3 * np.abs(expected).max())
+
+
+def test_fixed_shape_padding_and_io_binding_give_the_same_outputs() -> None:
+    path = asset("models", "yolox_nano.onnx")
+    plain = backend(path, max_batch=8, io_binding="off")
+    padded = backend(path, max_batch=8, io_binding="on")
+    padded.batch_sizes = (1, 2, 4, 8)  # as MIGraphX / TensorRT get them
+    calls: list[int] = []
+    run = padded._run
+    padded._run = lambda batch: calls.append(len(batch)) or run(batch)  # type: ignore[method-assign]
+    batch = images(3, 416, seed=1)
+    np.testing.assert_allclose(padded.run(batch), plain.run(batch), rtol=1e-5, atol=1e-3)
+    assert calls == [4], "a batch of 3 should run padded to the compiled size 4"
+    assert padded.use_io_binding and not plain.use_io_binding
+
+
+def test_padded_size() -> None:
+    assert padded_size(3, (1, 2, 4, 8)) == 4
+    assert padded_size(8, (1, 2, 4, 8)) == 8
+    assert padded_size(5, None) == 5
+
+
+def test_unavailable_providers_fall_back_to_cpu_and_say_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    chosen = backend(asset("models", "yolox_nano.onnx"), providers=["migraphx", "rocm", "cpu"])
+    assert chosen.device == eps.CPU
+    text = caplog.text
+    assert "MIGraphXExecutionProvider is not in this onnxruntime build" in text
+    assert "ROCMExecutionProvider is not in this onnxruntime build" in text
+
+
+def test_provider_choice_order_and_options() -> None:
+    available = ["CUDAExecutionProvider", "MIGraphXExecutionProvider", "CPUExecutionProvider"]
+    names, options, skipped = eps.choose(
+        "auto", available, {"cuda": {"device_id": 1}}, fp16=True, cache_dir="/tmp/c"
+    )
+    assert names == ["MIGraphXExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert options[0] == {"migraphx_fp16_enable": 1, "migraphx_model_cache_dir": "/tmp/c"}
+    assert options[1]["device_id"] == 1 and skipped == []
+    names, _, skipped = eps.choose(["tensorrt", "rocm"], available, {})
+    assert names == ["CPUExecutionProvider"]
+    assert skipped == ["TensorrtExecutionProvider", "ROCMExecutionProvider"]
+    names, options, _ = eps.choose(
+        ["ROCMExecutionProvider", "cpu"], ["ROCMExecutionProvider", "CPUExecutionProvider"], {}
+    )
+    assert names == ["ROCMExecutionProvider", "CPUExecutionProvider"]
+    assert options[0]["tunable_op_enable"] == 1
