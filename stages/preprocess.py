@@ -1,13 +1,16 @@
 """Letterbox, colour order, scaling, mean/std and HWC->CHW: the model's input tensor per frame.
 
 The model's conventions come from the infer node downstream (read when this node opens);
-any of them can be set here instead. ``backend = "numpy"`` is OpenCV + numpy.
+any of them can be set here instead. ``backend = "numpy"`` is OpenCV + numpy;
+``backend = "opencl"`` runs one kernel that gives the same tensor bit for bit, and falls back
+to numpy, with a warning, where no OpenCL device works.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from collections import deque
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -25,8 +28,14 @@ log = logging.getLogger(__name__)
 
 
 class PreprocessConfig(ParallelConfig):
-    backend: Literal["numpy"] = "numpy"
-    """Where the work runs: ``numpy`` (OpenCV on the CPU)."""
+    backend: Literal["numpy", "opencl"] = "numpy"
+    """Where the work runs: ``numpy`` (OpenCV on the CPU) or ``opencl`` (one kernel)."""
+    device: Literal["auto", "gpu", "cpu"] = "auto"
+    """OpenCL device kind: ``auto`` takes a GPU when there is one."""
+    platform: str | None = None
+    """Part of the OpenCL platform name to use (``AMD``, ``NVIDIA``, ``Intel``, ``Portable``)."""
+    in_flight: int = Field(2, ge=1, le=8)
+    """OpenCL: frames enqueued before the first is collected, so transfers overlap kernels."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]``; default: the downstream model's input size."""
     placement: Literal["auto", "center", "top-left"] = "auto"
@@ -68,19 +77,76 @@ class PreprocessStage(Stage):
         self.pad_value = cfg.pad_value
         self.mean = np.asarray(cfg.mean, np.float32).reshape(3, 1, 1) if cfg.mean else None
         self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
+        self.opencl: Any = None
+        self.device_name = "numpy"
+        if cfg.backend == "opencl":
+            self._open_opencl()
         log.debug(
-            "%s: %dx%d %s %s scale %g",
+            "%s: %dx%d %s %s scale %g on %s",
             self.name,
             self.width,
             self.height,
             self.placement,
             self.color,
             self.scale,
+            self.device_name,
         )
 
-    def process(self, frame: Frame) -> tuple[Frame]:
-        frame.tensor, frame.letterbox = self.tensor(frame.image)
-        return (frame,)
+    def _open_opencl(self) -> None:
+        from .opencl_letterbox import Conventions, OpenCLLetterbox, OpenCLUnavailable
+
+        cfg = self.config
+        conv = Conventions(
+            self.width,
+            self.height,
+            self.placement,
+            self.color == "rgb",
+            float(self.scale),
+            tuple(cfg.mean) if cfg.mean else (0.0, 0.0, 0.0),  # type: ignore[arg-type]
+            tuple(cfg.std) if cfg.std else (1.0, 1.0, 1.0),  # type: ignore[arg-type]
+            self.pad_value,
+            self.dtype,
+        )
+        try:
+            self.opencl = OpenCLLetterbox(
+                conv, device=cfg.device, platform=cfg.platform, depth=cfg.in_flight
+            )
+        except OpenCLUnavailable as exc:
+            log.warning("%s: OpenCL unavailable (%s); using the numpy backend", self.name, exc)
+            return
+        if cfg.workers > 1:
+            log.info("%s: the OpenCL backend overlaps frames itself; workers = 1", self.name)
+        self.device_name = "opencl: " + self.opencl.program.describe()
+        self._in_flight: deque[tuple[Frame, Any]] = deque()
+        log.info("%s: OpenCL preprocessing on %s", self.name, self.device_name)
+
+    @property
+    def workers(self) -> int:
+        return 1 if self.config.backend == "opencl" else self.config.workers
+
+    def process(self, frame: Frame) -> list[Frame]:
+        if self.opencl is None:
+            frame.tensor, frame.letterbox = self.tensor(frame.image)
+            return [frame]
+        pending = self.opencl.submit(frame.image)
+        self._in_flight.append((frame, pending))
+        if len(self._in_flight) < self.config.in_flight:
+            return []
+        return [self._collect()]
+
+    def flush(self) -> list[Frame]:
+        if self.opencl is None:
+            return []
+        return [self._collect() for _ in range(len(self._in_flight))]
+
+    def _collect(self) -> Frame:
+        frame, pending = self._in_flight.popleft()
+        frame.tensor = self.opencl.result(pending)
+        frame.letterbox = pending.letterbox
+        return frame
+
+    def stats(self) -> dict[str, Any]:
+        return {"device": getattr(self, "device_name", None)}
 
     def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """The CHW tensor for one BGR image, and where the image went in it."""

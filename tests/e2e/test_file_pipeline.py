@@ -186,3 +186,22 @@ def test_env_var_picks_input(tmp_path: Path) -> None:
     assert env_run.returncode == 0, env_run.stderr[-2000:]
     with av.open(str(tmp_path / "out/annotated.mp4")) as container:
         assert container.streams.video[0].codec_context.width == 720  # horses.mp4 is 720x480
+
+
+def test_opencl_preprocessing_end_to_end(tmp_path: Path) -> None:
+    result = cli(
+        str(FILE_CONFIG),
+        "--set",
+        "pre.backend=opencl",
+        "--max-frames",
+        "40",
+        "--stats",
+        "stats.json",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = read_events(tmp_path / "out/events.jsonl")
+    assert [e["seq"] for e in events] == list(range(40)), "in-flight frames lost or reordered"
+    assert probe_video(tmp_path / "out/annotated.mp4")["frames"] == 40
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["stages"]["pre"]["device"].startswith("opencl: ")
