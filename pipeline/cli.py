@@ -44,7 +44,8 @@ def run_parser() -> argparse.ArgumentParser:
         prog="run-pipeline",
         description="Run a video analytics pipeline declared in TOML (see configs/). "
         "Other commands: 'run-pipeline fetch NAME...' downloads models and sample clips; "
-        "'run-pipeline stages' lists stage types and their keys.",
+        "'run-pipeline stages' lists stage types and their keys; 'run-pipeline doctor' shows "
+        "the execution providers, OpenCL devices and hardware codecs found here.",
         epilog="exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted",
     )
     parser.add_argument("config", help="pipeline file, e.g. configs/file.toml")
@@ -79,7 +80,7 @@ def run_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    commands = {"fetch": fetch_main, "stages": stages_main}
+    commands = {"fetch": fetch_main, "stages": stages_main, "doctor": doctor_main}
     try:
         if args and args[0] in commands:
             return commands[args[0]](args[1:])
@@ -213,6 +214,17 @@ def fetch_main(argv: list[str]) -> int:
             print(f"error: {exc}", file=sys.stderr)
             code = EXIT_FAILURE
     return code
+
+
+def doctor_main(argv: list[str]) -> int:
+    argparse.ArgumentParser(
+        prog="run-pipeline doctor",
+        description="Print ONNX Runtime providers, OpenCL devices, FFmpeg hardware codecs and "
+        "what 'auto' would pick here.",
+    ).parse_args(argv)
+    from stages.doctor import report
+
+    return report()
 
 
 def stages_main(argv: list[str]) -> int:

@@ -16,7 +16,14 @@ from pipeline.registry import register
 from pipeline.stage import BatchStage, StageConfig, StageContext
 
 from .backends import Backend
-from .yolo_heads import Family, class_names, conventions, decode, detect_family
+from .yolo_heads import (
+    Family,
+    class_names,
+    conventions,
+    decode,
+    detect_family,
+    layout_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +140,14 @@ class InferStage(BatchStage):
         self, output_shape: list[Any], metadata: dict[str, str], width: int, height: int
     ) -> Family:
         if self.config.family != "auto":
-            return Family(self.config.family)
+            family = Family(self.config.family)
+            problem = layout_problem(family, output_shape)
+            if problem:
+                raise ConfigError(
+                    f"family '{family.value}' does not fit output shape {output_shape}: {problem}",
+                    key="family",
+                )
+            return family
         family = detect_family(output_shape, metadata, width, height)
         if family is None:
             hint = model_entry(self.config.model).get("family")

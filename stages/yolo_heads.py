@@ -85,6 +85,22 @@ def detect_family(
     return None
 
 
+def layout_problem(family: Family, output_shape: Sequence[int | str | None]) -> str | None:
+    """Why ``output_shape`` cannot be ``family``'s output, or None when it fits."""
+    if len(output_shape) != 3:
+        return f"expected a 3-D output, got {list(output_shape)}"
+    rows, cols = output_shape[1], output_shape[2]
+    if not isinstance(rows, int) or not isinstance(cols, int):
+        return None  # symbolic sizes: checked when the first output arrives
+    if family is Family.END2END and cols != 6:
+        return "expected (batch, detections, 6)"
+    if family is Family.YOLOV8 and not 5 <= rows < cols:
+        return "expected (batch, 4 + classes, anchors)"
+    if family in (Family.YOLOX, Family.YOLOV5) and not 6 <= cols < rows:
+        return "expected (batch, anchors, 5 + classes)"
+    return None
+
+
 def class_names(metadata: Mapping[str, str], names_file: str | None) -> tuple[str, ...]:
     """From a names file (one per line), else ONNX ``names`` metadata, else COCO."""
     if names_file:

@@ -1,0 +1,150 @@
+"""``run-pipeline doctor``: what this machine offers the pipeline. Run it first on a new box."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import providers as eps
+
+HW_CODEC_SUFFIXES = (
+    "_cuvid",
+    "_nvenc",
+    "_vaapi",
+    "_qsv",
+    "_amf",
+    "_v4l2m2m",
+    "_videotoolbox",
+    "_mf",
+    "_d3d12va",
+    "_vulkan",
+    "_rkmpp",
+)
+
+
+def report(out: Callable[[str], None] = print) -> int:
+    from pipeline import __version__
+
+    out(f"vapipe {__version__}, Python {platform.python_version()}, {platform.platform()}")
+    _onnxruntime(out)
+    _opencl(out)
+    _pyav(out)
+    _torch(out)
+    return 0
+
+
+def _onnxruntime(out: Callable[[str], None]) -> None:
+    out("\nONNX Runtime")
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        out(f"  not importable: {exc}")
+        return
+    available = ort.get_available_providers()
+    names, _, _ = eps.choose("auto", available, {})
+    out(f"  version {ort.__version__}, device {ort.get_device()}")
+    out(f"  providers available: {', '.join(available)}")
+    out(
+        f'  providers = "auto" picks: {names[0]}'
+        + (f" (then {', '.join(names[1:])})" if len(names) > 1 else "")
+    )
+    if eps.ALIASES["rocm"] not in available and eps.ALIASES["migraphx"] not in available:
+        out(
+            "  AMD GPUs: install onnxruntime-migraphx (or onnxruntime-rocm <= 1.22, which still "
+            "has the ROCm provider) in place of onnxruntime"
+        )
+
+
+def _opencl(out: Callable[[str], None]) -> None:
+    out("\nOpenCL")
+    try:
+        from .opencl_letterbox import (
+            LetterboxProgram,
+            OpenCLUnavailable,
+            list_devices,
+            select_device,
+        )
+
+        devices = list_devices()
+    except Exception as exc:
+        out(f"  unavailable: {exc}")
+        return
+    if not devices:
+        out('  no platforms or devices (pre.backend = "opencl" will fall back to numpy)')
+        return
+    import numpy as np
+    import pyopencl as cl
+
+    for platform_name, device in devices:
+        kind = cl.device_type.to_string(device.type)
+        line = (
+            f"  {platform_name.strip()} / {device.name.strip()} [{kind}], "
+            f"{device.max_compute_units} compute units, "
+            f"{device.global_mem_size / 2**30:.1f} GiB"
+        )
+        try:
+            program = LetterboxProgram(device, np.dtype(np.float32))
+            line += (
+                f", work-group multiple {program.multiple}, letterbox kernel builds "
+                f"(work-group {program.local[0]}x{program.local[1]})"
+            )
+        except OpenCLUnavailable as exc:
+            line += f", letterbox kernel does not build: {exc}"
+        out(line)
+    try:
+        chosen = select_device("auto")
+        out(f'  device = "auto" picks: {chosen.name.strip()}')
+    except OpenCLUnavailable as exc:
+        out(f'  device = "auto": {exc}')
+
+
+def _pyav(out: Callable[[str], None]) -> None:
+    out("\nPyAV / FFmpeg")
+    try:
+        import av
+    except ImportError as exc:
+        out(f"  not importable: {exc}")
+        return
+    versions: dict[str, Any] = getattr(av, "library_versions", {})
+    libavcodec = ".".join(map(str, versions.get("libavcodec", ()))) or "?"
+    out(f"  PyAV {av.__version__}, libavcodec {libavcodec}")
+    hardware = sorted(name for name in av.codecs_available if name.endswith(HW_CODEC_SUFFIXES))
+    decoders, encoders = [], []
+    for name in hardware:
+        for mode, bucket in (("r", decoders), ("w", encoders)):
+            try:
+                av.codec.Codec(name, mode)
+                bucket.append(name)
+            except Exception:
+                continue
+    # Built into this FFmpeg; each works only with its hardware and driver present.
+    out(f"  hardware decoders built in: {', '.join(decoders) or 'none'}")
+    out(f"  hardware encoders built in: {', '.join(encoders) or 'none'}")
+    hwaccel = getattr(getattr(av, "codec", None), "hwaccel", None)
+    if hwaccel is not None and hasattr(hwaccel, "hwdevices_available"):
+        out(f"  hardware device types: {', '.join(hwaccel.hwdevices_available()) or 'none'}")
+
+
+def _torch(out: Callable[[str], None]) -> None:
+    out('\nPyTorch backend (infer.backend = "torch")')
+    try:
+        import torch
+    except ImportError:
+        out("  torch not installed (pip install 'vapipe[torch]')")
+        return
+    gpu = torch.cuda.is_available()
+    kind = "ROCm" if getattr(torch.version, "hip", None) else "CUDA"
+    detail = f"{kind} {torch.cuda.get_device_name(0)}" if gpu else "no GPU"
+    try:
+        import onnx2torch  # noqa: F401
+
+        converter = "onnx2torch present"
+    except ImportError:
+        converter = "onnx2torch missing (pip install onnx2torch)"
+    out(f"  torch {torch.__version__}: {detail}; {converter}")
+
+
+if __name__ == "__main__":
+    sys.exit(report())
