@@ -37,11 +37,24 @@ class TorchBackend:
         self.torch_device = torch.device(device)
         rewrite = make_batch_dynamic(path)
         model = onnx.load_from_string(rewrite.model) if rewrite.model else onnx.load(path)
+        bridged = _bridge_newer_opsets(model)
+        if bridged:
+            log.info(
+                "%s: onnx2torch has no converter for %s; using the nearest older one, "
+                "checked against onnxruntime below",
+                name,
+                ", ".join(bridged),
+            )
         try:
             module = convert(model)
         except Exception as exc:
             raise PipelineError(f"onnx2torch cannot convert {path}: {exc}") from exc
         self.dtype = torch.float16 if fp16 else torch.float32
+        if not fp16:
+            # PyTorch runs float32 convolutions as TF32 on NVIDIA GPUs by default: about three
+            # significant digits, enough to move boxes. float32 here means float32.
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         self.module = module.eval().to(self.torch_device, dtype=self.dtype)
         graph_input = model.graph.input[0]
         dims = [d.dim_value or d.dim_param for d in graph_input.type.tensor_type.shape.dim]
@@ -61,6 +74,28 @@ class TorchBackend:
         log.info(
             "%s: PyTorch %s on %s%s", name, torch.__version__, self.device, " fp16" if fp16 else ""
         )
+        self.max_error = self._verify(path, tolerance=5e-2 if fp16 else 1e-3)
+
+    def _verify(self, path: str, tolerance: float) -> float:
+        """Compare with onnxruntime on the CPU once, on random input: a converter that changes
+        the model's meaning must fail here, not produce wrong boxes."""
+        import onnxruntime as ort
+
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in self.info.input_shape]
+        shape[0] = 2
+        sample = np.random.default_rng(0).random(shape, dtype=np.float32)
+        reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        expected = np.concatenate(
+            [reference.run(None, {self.info.input_name: sample[i : i + 1]})[0] for i in range(2)]
+        )
+        got = self.run(sample)
+        error = float(np.abs(got - expected).max() / (np.abs(expected).max() or 1.0))
+        if got.shape != expected.shape or error > tolerance:
+            raise PipelineError(
+                f"the torch conversion of {path} differs from onnxruntime (relative error "
+                f"{error:.3g}, shapes {got.shape} vs {expected.shape}); use the onnxruntime backend"
+            )
+        return error
 
     def run(self, batch: np.ndarray) -> np.ndarray:
         torch = self._torch
@@ -75,7 +110,42 @@ class TorchBackend:
             return output.float().cpu().numpy()
 
     def stats(self) -> dict[str, Any]:
-        return {"provider": self.device, "batch_mode": "dynamic"}
+        return {
+            "provider": self.device,
+            "batch_mode": "dynamic",
+            "max_rel_error_vs_onnxruntime": self.max_error,
+        }
 
     def close(self) -> None:
         self.module = None
+
+
+def _bridge_newer_opsets(model: Any) -> list[str]:
+    """Register, for ops whose opset version onnx2torch lacks, its nearest older converter.
+
+    Newer opsets mostly add optional inputs or attributes (Split-18's num_outputs, Reshape-19's
+    types); the check against onnxruntime catches the cases where that is not enough.
+    """
+    from onnx import defs
+    from onnx2torch.node_converters.registry import add_converter, get_converter
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    bridged = []
+    for op_type in sorted({node.op_type for node in model.graph.node}):
+        try:
+            since = defs.get_schema(op_type, max_inclusive_version=opset).since_version
+            get_converter(op_type, since)
+            continue
+        except NotImplementedError:
+            pass
+        except Exception:
+            continue
+        for older in range(since - 1, 0, -1):
+            try:
+                converter = get_converter(op_type, older)
+            except Exception:
+                continue
+            add_converter(operation_type=op_type, version=since)(converter)
+            bridged.append(f"{op_type}-{since} (as {op_type}-{older})")
+            break
+    return bridged
