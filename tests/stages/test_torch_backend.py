@@ -19,16 +19,25 @@ pytest.importorskip("onnx2torch")
 from stages.torch_backend import TorchBackend  # noqa: E402
 
 
-@pytest.mark.parametrize(("model", "size", "scale"), [("yolox_nano.onnx", 416, 255.0),
-                                                      ("yolov8n.onnx", 640, 1.0)])
+@pytest.mark.parametrize(
+    ("model", "size", "scale"), [("yolox_nano.onnx", 416, 255.0), ("yolov8n.onnx", 640, 1.0)]
+)
 def test_torch_matches_onnxruntime_in_batches(model: str, size: int, scale: float) -> None:
     path = str(asset("models", model))
     backend = TorchBackend(path, name="det", device="cpu", fp16=False)
     assert backend.max_error < 1e-3 and backend.device.startswith("torch:cpu")
-    reference = OnnxBackend(path, name="ref", providers=["cpu"], provider_options={},
-                            fp16=False, cache_dir=None, threads=0, max_batch=1)
+    reference = OnnxBackend(
+        path,
+        name="ref",
+        providers=["cpu"],
+        provider_options={},
+        fp16=False,
+        cache_dir=None,
+        threads=0,
+        max_batch=1,
+    )
     batch = np.random.default_rng(3).random((3, 3, size, size), dtype=np.float32) * scale
-    expected = np.concatenate([reference.run(batch[i:i + 1]) for i in range(3)])
+    expected = np.concatenate([reference.run(batch[i : i + 1]) for i in range(3)])
     got = backend.run(batch)
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() <= 1e-3 * np.abs(expected).max()
