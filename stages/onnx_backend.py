@@ -128,6 +128,16 @@ class OnnxBackend:
                 model, session_options, providers=names, provider_options=options
             )
         except Exception as exc:
+            trimmed = [eps.without_optional(o) for o in options]
+            if trimmed != options:
+                # Older provider builds refuse options they do not know (MIGraphX's cache dir).
+                log.warning(
+                    "%s: provider options refused (%s); retrying without %s",
+                    self.name,
+                    exc,
+                    ", ".join(sorted(eps.OPTIONAL_KEYS)),
+                )
+                return self._session(model, names, trimmed, profile)
             shown = model if isinstance(model, str) else "the batch-dynamic model"
             raise PipelineError(f"cannot load model {shown}: {exc}") from exc
 

@@ -24,6 +24,8 @@ ALIASES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
 }
 AUTO_ORDER = ("migraphx", "rocm", "tensorrt", "cuda", "openvino", "cpu")
+OPTIONAL_KEYS = frozenset({"migraphx_model_cache_dir"})
+"""Defaults that some provider builds do not know; dropped if the session refuses them."""
 CPU = ALIASES["cpu"]
 
 
@@ -100,3 +102,7 @@ def choose(
         merged.update(user_options.get(short_name(provider), user_options.get(provider, {})))
         options.append(merged)
     return names, options, skipped
+
+
+def without_optional(options: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in options.items() if key not in OPTIONAL_KEYS}

@@ -103,3 +103,44 @@ def test_provider_choice_order_and_options() -> None:
     )
     assert names == ["ROCMExecutionProvider", "CPUExecutionProvider"]
     assert options[0]["tunable_op_enable"] == 1
+
+
+def test_node_placement_report_counts_kernels_per_provider() -> None:
+    path = asset("models", "yolox_nano.onnx")
+    chosen = backend(path)
+    assert chosen.placement == {}, "CPU-only runs skip the profiled warm-up"
+    profiled = chosen._session(str(path), [eps.CPU], [{}], profile=True)
+    counts = chosen._placement(profiled)
+    assert set(counts) == {eps.CPU} and counts[eps.CPU] > 50, counts
+
+
+def test_refused_optional_provider_options_are_dropped_and_retried(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import onnxruntime as ort
+
+    real = ort.InferenceSession
+    seen: list[list[dict]] = []
+
+    def picky(model, options=None, providers=None, provider_options=None):
+        seen.append(provider_options)
+        if any("migraphx_model_cache_dir" in o for o in provider_options or []):
+            raise RuntimeError("Unknown provider option: migraphx_model_cache_dir")
+        return real(model, options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "InferenceSession", picky)
+    monkeypatch.setattr(
+        ort,
+        "get_available_providers",
+        lambda: ["MIGraphXExecutionProvider", "CPUExecutionProvider"],
+    )
+    caplog.set_level(logging.WARNING)
+    chosen = backend(
+        asset("models", "yolox_nano.onnx"),
+        providers=["migraphx"],
+        cache_dir="/tmp/vapipe-test-cache",
+    )
+    assert chosen.session is not None
+    assert any("migraphx_model_cache_dir" in o for o in seen[1]), "the cache dir was not tried"
+    assert not any("migraphx_model_cache_dir" in o for o in seen[-1])
+    assert "retrying without migraphx_model_cache_dir" in caplog.text
