@@ -51,3 +51,19 @@ class Frame:
 
     def __repr__(self) -> str:
         return f"Frame({self.source_id!r}, seq={self.seq}, pts={self.pts:.3f})"
+
+
+@dataclass(frozen=True)
+class Message:
+    """An in-band event (``source_down``, ``source_up``, ...). It travels between the frames, in
+    order, through every stage; stages pass it on unless they handle it (the events sink
+    writes it)."""
+
+    source_id: str
+    kind: str
+    time: float
+    """Wall-clock time (time.time()) when it happened."""
+    seq: int | None = None
+    """The last frame's seq of that source, if any."""
+    pts: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)

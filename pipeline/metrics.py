@@ -10,6 +10,26 @@ from typing import Any
 
 import numpy as np
 
+SAMPLES_KEPT = 100_000
+"""Per-item timings kept per stage (the newest); enough for stable percentiles on long runs."""
+
+
+def _append_bounded(samples: array, values: list[float]) -> None:
+    samples.extend(values)
+    if len(samples) > 2 * SAMPLES_KEPT:
+        del samples[: len(samples) - SAMPLES_KEPT]
+
+
+def _percentiles_ms(samples: array) -> dict[str, float]:
+    values = np.frombuffer(samples, dtype=np.float64)
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {
+        "p50_ms": round(p50 * 1e3, 2),
+        "p95_ms": round(p95 * 1e3, 2),
+        "p99_ms": round(p99 * 1e3, 2),
+        "max_ms": round(float(values.max()) * 1e3, 2),
+    }
+
 
 @dataclass
 class StageMetrics:
@@ -23,6 +43,7 @@ class StageMetrics:
     first_at: float | None = None
     last_at: float | None = None
     _per_item_s: array = field(default_factory=lambda: array("d"))
+    _latency_s: dict[str, array] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, items: int, seconds: float) -> None:
@@ -34,14 +55,23 @@ class StageMetrics:
             self.items += items
             self.calls += 1
             if items:
-                per_item = seconds / items
-                self._per_item_s.extend([per_item] * items)
+                _append_bounded(self._per_item_s, [seconds / items] * items)
+
+    def record_latency(self, items: list) -> None:
+        """Capture-to-here latency of frames reaching a sink, per source."""
+        now = time.time()
+        with self._lock:
+            for item in items:
+                captured = getattr(item, "capture_time", None)
+                if captured is not None:
+                    samples = self._latency_s.setdefault(item.source_id, array("d"))
+                    _append_bounded(samples, [now - captured])
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
             times = np.frombuffer(self._per_item_s, dtype=np.float64) if self._per_item_s else None
             span = (self.last_at - self.first_at) if self.first_at is not None else 0.0
-            return {
+            summary: dict[str, Any] = {
                 "type": self.type_name,
                 "frames": self.items,
                 "calls": self.calls,
@@ -51,6 +81,11 @@ class StageMetrics:
                 if times is not None
                 else None,
             }
+            if self._latency_s:
+                summary["latency"] = {
+                    source: _percentiles_ms(samples) for source, samples in self._latency_s.items()
+                }
+            return summary
 
 
 def format_table(stats: dict[str, Any]) -> str:

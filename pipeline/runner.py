@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from .errors import ConfigError, PipelineError, StageError
+from .frame import Message
 from .graph import Graph
 from .metrics import StageMetrics
 from .queues import EOS, Aborted, Inbox, LinkQueue
@@ -224,8 +225,10 @@ class Runner:
                 item = next(frames, EOS)
                 if item is EOS:
                     break
-                node.metrics.record(1, time.perf_counter() - started)
                 self._push(node, item)
+                if isinstance(item, Message):
+                    continue
+                node.metrics.record(1, time.perf_counter() - started)
                 count += 1
                 if self.max_frames is not None and count >= self.max_frames:
                     log.info("%s: reached --max-frames %d", stage.name, self.max_frames)
@@ -253,6 +256,9 @@ class Runner:
                         items, ended = ([], True) if item is EOS else ([item], False)
                     ticket = node.next_ticket
                     node.next_ticket += 1
+                messages = [item for item in items if isinstance(item, Message)]
+                if messages:
+                    items = [item for item in items if not isinstance(item, Message)]
                 outputs: list[Any] = []
                 if items:
                     started = time.perf_counter()
@@ -261,6 +267,10 @@ class Runner:
                     else:
                         outputs = list(stage.process(items[0]))
                     node.metrics.record(len(items), time.perf_counter() - started)
+                    if not node.outputs:
+                        node.metrics.record_latency(items)
+                for message in messages:
+                    outputs.extend(stage.handle_message(message))
                 self._emit(node, ticket, outputs)
                 if ended:
                     break

@@ -64,6 +64,11 @@ class Stage:
         """Handle one item; return what goes downstream."""
         return (item,)
 
+    def handle_message(self, message: Any) -> Iterable[Any]:
+        """An in-band message (a ``pipeline.frame.Message``); by default passed on. A stage
+        that holds frames back returns them first, so order is kept."""
+        return (message,)
+
     def flush(self) -> Iterable[Any]:
         """End of stream: return what is still held (a partial batch, say)."""
         return ()

@@ -7,7 +7,7 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from pipeline.frame import Frame
+from pipeline.frame import Frame, Message
 from pipeline.registry import register
 from pipeline.stage import Stage, StageConfig, StageContext
 
@@ -81,6 +81,18 @@ class EventsSink(Stage):
         for event in frame.meta.get("events", ()):
             self.write(event)
         return (frame,)
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        event: dict[str, Any] = {
+            "event": message.kind,
+            "source_id": message.source_id,
+            "seq": message.seq,
+            "pts": message.pts,
+            "time": iso_time(message.time),
+        }
+        event.update(message.data)
+        self.write(event)
+        return (message,)
 
     def close(self) -> None:
         for handle in self._files.values():

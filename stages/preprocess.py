@@ -134,6 +134,9 @@ class PreprocessStage(Stage):
             return []
         return [self._collect()]
 
+    def handle_message(self, message: Any) -> list[Any]:
+        return [*self.flush(), message]  # frames in flight go first: order is kept
+
     def flush(self) -> list[Frame]:
         if self.opencl is None:
             return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -205,3 +206,43 @@ def test_opencl_preprocessing_end_to_end(tmp_path: Path) -> None:
     assert probe_video(tmp_path / "out/annotated.mp4")["frames"] == 40
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["stages"]["pre"]["device"].startswith("opencl: ")
+
+
+def test_realtime_file_is_paced_and_loop_keeps_counting(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = cli(
+        str(FILE_CONFIG),
+        "--set",
+        "cam.uri=sample:horses",
+        "--set",
+        "cam.realtime=true",
+        "--set",
+        "cam.loop=true",
+        "--max-frames",
+        "150",
+        "--set",
+        "pre.workers=2",
+        "--stats",
+        "stats.json",
+        cwd=tmp_path,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-2000:]
+    # horses.mp4: 120 frames at 29.97 fps; 150 frames in real time take 5 s.
+    assert elapsed >= 4.9, f"150 frames at 29.97 fps arrived in {elapsed:.1f} s"
+    frames = [e for e in read_events(tmp_path / "out/events.jsonl") if e["event"] == "frame"]
+    seqs = [e["seq"] for e in frames]
+    assert seqs == sorted(set(seqs)) and seqs[-1] == 149, "seq restarted at the loop"
+    pts = [e["pts"] for e in frames]
+    assert all(b > a for a, b in itertools.pairwise(pts)), "pts went back at the loop"
+    assert pts[-1] == pytest.approx(149 / 29.97, abs=0.1)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["queues"]["cam ! pre"]["leaky"] == "downstream", "realtime files act live"
+
+
+def test_missing_webcam_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = cli(str(FILE_CONFIG), "--set", "cam.uri=webcam:7", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: node 'cam' key 'uri': webcam not found: /dev/video7"
+    )

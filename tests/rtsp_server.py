@@ -1,0 +1,38 @@
+"""A local RTSP server for the tests: serves one H.264 MP4 at rtsp://127.0.0.1:PORT/stream.
+
+Runs with Debian's Python and GStreamer (python3-gi, gir1.2-gst-rtsp-server-1.0, the good and
+bad plugin sets): ``/usr/bin/python3 tests/rtsp_server.py PORT CLIP``. Prints ``ready`` once
+listening. Frames are sent at the clip's own pace, SPS/PPS with every keyframe (so a client that
+reconnects can decode again); the stream ends when the clip does.
+"""
+
+import sys
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def main() -> None:
+    port, clip = sys.argv[1], sys.argv[2]
+    Gst.init(None)
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(port)
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(
+        f"( filesrc location={clip} ! qtdemux ! h264parse ! "
+        "rtph264pay name=pay0 pt=96 config-interval=-1 )"
+    )
+    factory.set_shared(True)
+    server.get_mount_points().add_factory("/stream", factory)
+    if server.attach(None) == 0:
+        sys.exit(f"cannot listen on 127.0.0.1:{port}")
+    print("ready", flush=True)
+    GLib.MainLoop().run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Live-source plumbing without a network: input options, webcams, backoff, masking."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+
+from pipeline.cli import _MaskingFormatter
+from pipeline.urls import mask_credentials
+from stages.av_input import input_spec, webcam_device
+from stages.backoff import Backoff, ReconnectConfig
+from stages.source import SourceConfig, VideoSource
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("rtsp://admin:secret@10.0.0.5:554/s1", "rtsp://***@10.0.0.5:554/s1"),
+        ("rtsp://admin:p@ss@cam.local/live", "rtsp://***@cam.local/live"),  # '@' in password
+        ("rtsp://admin:a/b@cam.local/live", "rtsp://***@cam.local/live"),  # '/' in password
+        ("rtsp://admin:p%40ss%2Fw@cam/x?y=1", "rtsp://***@cam/x?y=1"),  # encoded
+        ("open 'rtsp://u:p@h/x' failed", "open 'rtsp://***@h/x' failed"),  # inside text
+        ("rtsp://cam.local/live", "rtsp://cam.local/live"),  # nothing to mask
+        ("a http://u:p@h/1 and rtsp://v:q@k/2", "a http://***@h/1 and rtsp://***@k/2"),
+    ],
+)
+def test_mask_credentials(text: str, expected: str) -> None:
+    assert mask_credentials(text) == expected
+
+
+def test_log_lines_are_masked_including_ffmpeg_loggers() -> None:
+    record = logging.LogRecord(
+        "libav.rtsp",
+        logging.ERROR,
+        __file__,
+        1,
+        "method DESCRIBE failed for %s",
+        ("rtsp://admin:pw@cam/x",),
+        None,
+    )
+    assert _MaskingFormatter("%(name)s: %(message)s").format(record) == (
+        "libav.rtsp: method DESCRIBE failed for rtsp://***@cam/x"
+    )
+
+
+def test_webcam_options_map_to_v4l2() -> None:
+    assert webcam_device("webcam:2") == "/dev/video2"
+    assert webcam_device("/dev/video0") == "/dev/video0"
+    assert webcam_device("video.mp4") is None
+    spec = input_spec(
+        "webcam:0",
+        width=1280,
+        height=720,
+        fps=30,
+        pixel_format="mjpeg",
+        open_timeout_s=3,
+        read_timeout_s=2,
+    )
+    assert (spec.file, spec.format, spec.kind) == ("/dev/video0", "v4l2", "webcam")
+    assert spec.options == {"video_size": "1280x720", "framerate": "30", "input_format": "mjpeg"}
+    assert spec.open_kwargs() == {"options": spec.options, "format": "v4l2", "timeout": (3, 2)}
+
+
+def test_rtsp_options() -> None:
+    spec = input_spec("rtsp://cam/x", transport="udp", open_timeout_s=4, read_timeout_s=3)
+    assert spec.kind == "network" and spec.timeout == (4, 3)
+    assert spec.options["rtsp_transport"] == "udp" and spec.options["flags"] == "low_delay"
+    assert "fflags" not in spec.options, "nobuffer drops the keyframe read while probing"
+    assert input_spec("clip.mp4").open_kwargs() == {"options": {}}
+
+
+def test_missing_webcam_is_a_config_error(tmp_path) -> None:
+    from pipeline.errors import ConfigError
+    from pipeline.stage import StageContext
+
+    source = VideoSource("cam", SourceConfig(uri="webcam:9"))
+    with pytest.raises(ConfigError, match=r"webcam not found: /dev/video9"):
+        source.open(StageContext("cam"))
+
+
+@pytest.mark.parametrize(
+    ("uri", "extra", "live"),
+    [
+        ("rtsp://cam/x", {}, True),
+        ("webcam:0", {}, True),
+        ("clip.mp4", {}, False),
+        ("clip.mp4", {"realtime": True}, True),
+        ("rtsp://cam/x", {"live": False}, False),
+    ],
+)
+def test_liveness(uri: str, extra: dict, live: bool) -> None:
+    assert VideoSource.is_live(SourceConfig(uri=uri, **extra)) is live
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
+    backoff = Backoff(
+        ReconnectConfig(initial_s=1, max_s=8, jitter=0.25, max_attempts=6), random.Random(1)
+    )
+    waits = [backoff.next_wait() for _ in range(6)]
+    for wait, base in zip(waits, [1, 2, 4, 8, 8, 8], strict=True):
+        assert 0.75 * base <= wait <= 1.25 * base
+    assert backoff.exhausted()
+    backoff.reset()
+    assert not backoff.exhausted() and backoff.next_wait() <= 1.25
+    assert not Backoff(ReconnectConfig(max_attempts=0)).exhausted()
