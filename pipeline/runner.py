@@ -131,6 +131,15 @@ class Runner:
             "queues": queues,
         }
 
+    def queue_depths(self) -> dict[str, int]:
+        """Items waiting in each link queue now (for monitoring and benchmarks)."""
+        return {
+            link.name: len(link)
+            for node in self._nodes.values()
+            if node.inbox
+            for link in node.inbox.links
+        }
+
     def progress(self) -> tuple[int, int | None]:
         """(frames out of the last stages, frames expected or None)."""
         sinks = [n for name, n in self._nodes.items() if not self.graph.successors(name)]
