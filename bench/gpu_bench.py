@@ -32,16 +32,16 @@ sys.path.insert(0, str(REPO))
 from pipeline.assets import resolve_media, resolve_model  # noqa: E402
 from stages.geometry import letterbox_for  # noqa: E402
 from stages.opencl_letterbox import (  # noqa: E402
-    Conventions,
     LetterboxProgram,
     OpenCLLetterbox,
+    TensorSpec,
     select_device,
 )
 from stages.resize_tables import resize_reference, tables  # noqa: E402
 
 CONVENTIONS = {
-    "yolox-416": Conventions(416, 416, "top-left", False, 1.0),
-    "ultralytics-640": Conventions(640, 640, "center", True, 1 / 255),
+    "yolox-416": TensorSpec(416, 416, "top-left", False, 1.0),
+    "ultralytics-640": TensorSpec(640, 640, "center", True, 1 / 255),
 }
 H200_PEAK_GBPS = 4800.0  # HBM3e, NVIDIA's datasheet figure
 
@@ -59,7 +59,7 @@ def clip_frames(name: str, count: int, size: tuple[int, int] | None = None) -> l
     return frames
 
 
-def touched_bytes(src_w: int, src_h: int, conv: Conventions) -> int:
+def touched_bytes(src_w: int, src_h: int, conv: TensorSpec) -> int:
     """Bytes one frame's kernel reads (distinct source pixels under the taps) and writes."""
     box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)  # type: ignore[arg-type]
     cols, rows = tables(src_w, src_h, box.resized_w, box.resized_h)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.assets import resolve_media  # noqa: E402
 from pipeline.stage import StageContext  # noqa: E402
-from stages.opencl_letterbox import Conventions, OpenCLLetterbox  # noqa: E402
+from stages.opencl_letterbox import OpenCLLetterbox, TensorSpec  # noqa: E402
 from stages.preprocess import PreprocessConfig, PreprocessStage  # noqa: E402
 
 SETTINGS = {
@@ -86,7 +86,7 @@ def main() -> None:
     rows = []
     for size_name, frames in sizes.items():
         for name, setting in SETTINGS.items():
-            conv = Conventions(
+            conv = TensorSpec(
                 setting["size"],
                 setting["size"],
                 setting["placement"],

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from .errors import ConfigError, PipelineError, StageError
 from .frame import Message
@@ -148,9 +148,9 @@ class Runner:
         for node in self._nodes.values():
             if isinstance(node.stage, SourceStage):
                 total = node.stage.total_frames()
-                if total is None:
+                if total is None and self.max_frames is None:
                     return done, None
-                totals.append(min(total, self.max_frames) if self.max_frames else total)
+                totals.append(min(t for t in (total, self.max_frames) if t is not None))
         return done, sum(totals) if totals else None
 
     # -- set-up -------------------------------------------------------------------------
@@ -166,8 +166,8 @@ class Runner:
                 metrics=StageMetrics(name, spec.stage_cls.type_name),
             )
         for edge in self.graph.edges:
-            dst_inbox = self._nodes[edge.dst].inbox
-            assert dst_inbox is not None  # graph.build rejects links into sources
+            # graph.build rejects links into sources, so every destination has an inbox.
+            dst_inbox = cast(Inbox, self._nodes[edge.dst].inbox)
             link = dst_inbox.add_link(edge.name, edge.size, edge.leaky)
             self._nodes[edge.src].outputs.append(link)
 
@@ -223,8 +223,7 @@ class Runner:
     # -- stage threads ------------------------------------------------------------------
 
     def _source_loop(self, node: _Node) -> None:
-        stage = node.stage
-        assert isinstance(stage, SourceStage)
+        stage = cast(SourceStage, node.stage)
         count = 0
         item: Any = None
         try:
@@ -251,8 +250,7 @@ class Runner:
             self._finish(node)
 
     def _stage_loop(self, node: _Node) -> None:
-        stage, inbox = node.stage, node.inbox
-        assert inbox is not None
+        stage, inbox = node.stage, cast(Inbox, node.inbox)
         items: list[Any] = []
         ticket = -1
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,7 +91,3 @@ def input_spec(
         options.update(extra or {})
         return InputSpec(uri, None, options, (open_timeout_s, read_timeout_s), "network")
     return InputSpec(uri, None, dict(extra or {}), None, "file")
-
-
-def exists_locally(spec: InputSpec) -> bool:
-    return spec.kind == "network" or os.path.exists(spec.file)

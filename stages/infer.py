@@ -166,7 +166,8 @@ class InferStage(BatchStage):
                     f"frame {index} of the batch has no tensor: link a "
                     "preprocess node before this infer node"
                 )
-        assert self.backend is not None
+        if self.backend is None:
+            raise PipelineError("the model is not loaded (the node was closed)")
         output = self.backend.run(np.stack([frame.tensor for frame in items]))
         candidates = decode(self.family, output, self.model_input.width, self.model_input.height)
         for frame, found in zip(items, candidates, strict=True):

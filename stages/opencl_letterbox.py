@@ -86,7 +86,9 @@ _programs_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
-class Conventions:
+class TensorSpec:
+    """The tensor the kernel writes: its size, where the picture goes, channel order, scaling."""
+
     width: int
     height: int
     placement: str
@@ -160,7 +162,7 @@ class LetterboxProgram:
         src: Any,
         src_shape: tuple[int, int],
         batch: int,
-        conv: Conventions,
+        conv: TensorSpec,
         out: Any,
         out_index: int = 0,
         wait_for: Sequence[Any] | None = None,
@@ -231,7 +233,7 @@ class OpenCLLetterbox:
 
     def __init__(
         self,
-        conv: Conventions,
+        conv: TensorSpec,
         *,
         device: str = "auto",
         platform: str | None = None,

@@ -93,10 +93,10 @@ class PreprocessStage(Stage):
         )
 
     def _open_opencl(self) -> None:
-        from .opencl_letterbox import Conventions, OpenCLLetterbox, OpenCLUnavailable
+        from .opencl_letterbox import OpenCLLetterbox, OpenCLUnavailable, TensorSpec
 
         cfg = self.config
-        conv = Conventions(
+        conv = TensorSpec(
             self.width,
             self.height,
             self.placement,

@@ -9,6 +9,7 @@ events sink. ``seq`` counts on across reconnects and ``pts`` never goes backward
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -104,13 +105,9 @@ class VideoSource(SourceStage):
         self.spec = self._spec()
         self.display_uri = mask_credentials(self.spec.file)
         if self.spec.kind == "webcam":
-            import os
-
             if not os.path.exists(self.spec.file):
                 raise ConfigError(f"webcam not found: {self.spec.file}", key="uri")
         elif self.spec.kind == "file":
-            import os
-
             if not os.path.exists(self.spec.file):
                 raise ConfigError(f"input not found: {self.display_uri}", key="uri")
             # Files open now: a broken file fails the run before anything else starts.
@@ -255,12 +252,16 @@ class VideoSource(SourceStage):
         interval = (
             1 / float(self.stream_info.rate) if self.stream_info and self.stream_info.rate else 0.04
         )
-        for packet in container.demux(video):
+        # Every stream's packets pass through here, so a camera whose audio (or RTCP-fed
+        # metadata) keeps flowing while its video stops is still caught by the stall check.
+        for packet in container.demux():
             if self._stop.is_set():
                 return
             now = time.monotonic()
             if now - last_frame_at > self.config.stall_timeout_s:
                 raise StreamStalled(f"no frame for {now - last_frame_at:.1f} s")
+            if packet.stream.index != video.index:
+                continue
             try:
                 pictures = packet.decode()
             except av.error.InvalidDataError as exc:

@@ -246,3 +246,48 @@ def test_missing_webcam_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1] == (
         "error: node 'cam' key 'uri': webcam not found: /dev/video7"
     )
+
+
+def test_progress_bar_on_a_terminal_and_traceback_at_debug(tmp_path: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            str(FILE_CONFIG),
+            "--set",
+            "cam.realtime=true",
+            "--max-frames",
+            "40",
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert process.wait(60) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "/40 frames" in screen and "fps" in screen and "\r" in screen, screen[-500:]
+
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not onnx")
+    quiet = cli(str(FILE_CONFIG), "--set", f"det.model={broken}", cwd=tmp_path)
+    loud = cli(
+        str(FILE_CONFIG), "--set", f"det.model={broken}", "--log-level", "debug", cwd=tmp_path
+    )
+    assert quiet.returncode == loud.returncode == 1
+    assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr

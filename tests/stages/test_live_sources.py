@@ -105,3 +105,26 @@ def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
     backoff.reset()
     assert not backoff.exhausted() and backoff.next_wait() <= 1.25
     assert not Backoff(ReconnectConfig(max_attempts=0)).exhausted()
+
+
+def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> None:
+    import time
+    from types import SimpleNamespace
+
+    from stages.source import StreamStalled
+
+    video, audio = SimpleNamespace(index=0), SimpleNamespace(index=1)
+
+    class AudioOnly:
+        def demux(self):
+            while True:
+                time.sleep(0.02)
+                yield SimpleNamespace(stream=audio)
+
+    source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=0.3))
+    source._seq, source._last_pts = 0, None
+    source.stream_info = None
+    started = time.monotonic()
+    with pytest.raises(StreamStalled, match=r"no frame for 0\.3"):
+        next(source._session_frames(AudioOnly(), video, paced=False))
+    assert time.monotonic() - started < 2

@@ -13,10 +13,10 @@ from pipeline.stage import StageContext
 from stages.infer import InferConfig, InferStage
 from stages.nms import NmsConfig, NmsStage
 from stages.opencl_letterbox import (
-    Conventions,
     LetterboxProgram,
     OpenCLLetterbox,
     OpenCLUnavailable,
+    TensorSpec,
     select_device,
 )
 from stages.preprocess import PreprocessConfig, PreprocessStage
@@ -84,7 +84,7 @@ def test_tensor_parity_on_real_frames(
     device, clip: str, size: int, placement: str, color: str, scale: float, tolerance: float
 ) -> None:
     reference = numpy_stage(size, placement, color, scale)
-    kernel = OpenCLLetterbox(Conventions(size, size, placement, color == "rgb", scale))
+    kernel = OpenCLLetterbox(TensorSpec(size, size, placement, color == "rgb", scale))
     differing = 0
     for image in frames(clip, 6):
         expected, expected_box = reference.tensor(image)
@@ -105,11 +105,11 @@ def test_half_output_and_mean_std(device) -> None:
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     reference = numpy_stage(320, "center", "rgb", 1 / 255, mean=mean, std=std)
     expected, _ = reference.tensor(image)
-    conv = Conventions(320, 320, "center", True, 1 / 255, tuple(mean), tuple(std))
+    conv = TensorSpec(320, 320, "center", True, 1 / 255, tuple(mean), tuple(std))
     got, _ = OpenCLLetterbox(conv).tensor(image)
     np.testing.assert_allclose(got, expected, atol=1e-6)
     half = OpenCLLetterbox(
-        Conventions(320, 320, "center", True, 1 / 255, dtype=np.dtype(np.float16))
+        TensorSpec(320, 320, "center", True, 1 / 255, dtype=np.dtype(np.float16))
     )
     got16, _ = half.tensor(image)
     expected16 = numpy_stage(320, "center", "rgb", 1 / 255).tensor(image)[0].astype(np.float16)
@@ -118,7 +118,7 @@ def test_half_output_and_mean_std(device) -> None:
 
 
 def test_frames_of_different_sizes_through_one_ring(device) -> None:
-    kernel = OpenCLLetterbox(Conventions(416, 416, "top-left", False, 1.0), depth=2)
+    kernel = OpenCLLetterbox(TensorSpec(416, 416, "top-left", False, 1.0), depth=2)
     reference = numpy_stage(416, "top-left", "bgr", 1.0)
     images = [frames(clip, 1)[0] for clip in ("traffic", "people", "horses", "traffic")]
     pending = [kernel.submit(images[0]), kernel.submit(images[1])]
@@ -136,7 +136,7 @@ def test_batched_launch_writes_each_frame_at_its_index(device) -> None:
     program = LetterboxProgram(device, np.dtype(np.float32))
     queue = cl.CommandQueue(program.context)
     images = np.stack(frames("people", 2))
-    conv = Conventions(416, 416, "top-left", False, 1.0)
+    conv = TensorSpec(416, 416, "top-left", False, 1.0)
     mf = cl.mem_flags
     src = cl.Buffer(program.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=images)
     out = np.full((3, 3, 416, 416), -1, np.float32)
