@@ -205,7 +205,7 @@ class Runner:
     def _start_threads(self) -> None:
         for name in self.graph.order:
             node = self._nodes[name]
-            count = 1 if isinstance(node.stage, SourceStage | BatchStage) else node.stage.workers
+            count = 1 if isinstance(node.stage, SourceStage) else node.stage.workers
             node.workers = node.live_workers = count
             target = self._source_loop if isinstance(node.stage, SourceStage) else self._stage_loop
             for index in range(count):

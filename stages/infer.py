@@ -58,7 +58,11 @@ class InferConfig(StageConfig):
     batch_timeout_ms: float = Field(5.0, ge=0)
     """How long to wait for a batch to fill after its first frame."""
     threads: int = Field(0, ge=0)
-    """ONNX Runtime intra-op threads; 0 lets ONNX Runtime choose (one per core)."""
+    """ONNX Runtime intra-op threads per call; 0 lets ONNX Runtime choose (one per core)."""
+    workers: int = Field(1, ge=1, le=16)
+    """Inference calls in flight at once, each from its own thread on one shared session. On
+    CPUs, ``workers = cores`` with ``threads = 1`` keeps every core on useful work; on a GPU,
+    2 overlaps one batch's transfers with another's compute. Outputs keep their order."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]`` for models whose input size is not fixed in the file."""
 

@@ -252,13 +252,15 @@ class VideoSource(SourceStage):
         interval = (
             1 / float(self.stream_info.rate) if self.stream_info and self.stream_info.rate else 0.04
         )
+        # Files cannot stall (a slow disk is not a dead camera).
+        stall_s = None if self.spec.kind == "file" else self.config.stall_timeout_s
         # Every stream's packets pass through here, so a camera whose audio (or RTCP-fed
         # metadata) keeps flowing while its video stops is still caught by the stall check.
         for packet in container.demux():
             if self._stop.is_set():
                 return
             now = time.monotonic()
-            if now - last_frame_at > self.config.stall_timeout_s:
+            if stall_s is not None and now - last_frame_at > stall_s:
                 raise StreamStalled(f"no frame for {now - last_frame_at:.1f} s")
             if packet.stream.index != video.index:
                 continue
@@ -286,8 +288,10 @@ class VideoSource(SourceStage):
                     delay = (pts - (first_raw + offset)) - (time.monotonic() - started)
                     if delay > 0 and self._stop.wait(delay):
                         return
-                last_frame_at = time.monotonic()
                 yield self._frame(picture, pts)
+                # Counted from when downstream took the frame: time blocked on a full queue is
+                # backpressure, not a stalled camera.
+                last_frame_at = time.monotonic()
 
     def _frame(self, picture: Any, pts: float) -> Frame:
         frame = Frame(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from pipeline.cli import _MaskingFormatter
@@ -122,9 +124,29 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> Non
                 yield SimpleNamespace(stream=audio)
 
     source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=0.3))
-    source._seq, source._last_pts = 0, None
-    source.stream_info = None
+    source._seq, source._last_pts, source.live = 0, None, True
+    source.stream_info, source.source_id = None, "cam"
+    source.spec = input_spec("rtsp://cam/x")
     started = time.monotonic()
     with pytest.raises(StreamStalled, match=r"no frame for 0\.3"):
         next(source._session_frames(AudioOnly(), video, paced=False))
     assert time.monotonic() - started < 2
+
+    class Pictures:
+        """A camera that never stops: one frame per packet."""
+
+        def demux(self):
+            for index in range(10):
+                picture = SimpleNamespace(
+                    pts=index,
+                    time_base=Fraction(1, 25),
+                    to_ndarray=lambda format: np.zeros((2, 2, 3), np.uint8),
+                )
+                yield SimpleNamespace(stream=video, decode=lambda p=picture: [p])
+
+    frames = source._session_frames(Pictures(), video, paced=False)
+    first = next(frames)
+    time.sleep(0.5)  # downstream is slow: the source waits at its yield, longer than 0.3 s
+    second = next(frames)
+    assert (first.seq, second.seq) == (0, 1), "backpressure was taken for a stalled camera"
+    assert second.pts == pytest.approx(0.04)
