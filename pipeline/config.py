@@ -201,18 +201,36 @@ def _validate(
         key = ".".join(str(part) for part in error["loc"]) or None
         top_key = str(error["loc"][0]) if error["loc"] else None
         if error["type"] == "extra_forbidden":
-            valid = [field for field in model.model_fields if field != "type"]
-            message = f"unknown key{_suggest(top_key or '', valid)}; valid keys: {', '.join(valid)}"
+            owner = _model_at(model, error["loc"][:-1])
+            valid = [field for field in owner.model_fields if field != "type"]
+            unknown = str(error["loc"][-1]) if error["loc"] else ""
+            message = f"unknown key{_suggest(unknown, valid)}; valid keys: {', '.join(valid)}"
         elif error["type"] == "missing":
             message = "missing required key"
         else:
             message = (
                 f"{error['msg'][0].lower()}{error['msg'][1:]}, got {_describe(error.get('input'))}"
             )
-        line = find_line(text, node, top_key, table=table)
+        line = None
+        if len(error["loc"]) > 1:  # a key of a sub-table such as [nodes.cam.reconnect]
+            parent = f"nodes.{node}" if node else (table or "")
+            sub_table = ".".join([parent, *(str(p) for p in error["loc"][:-1])])
+            line = find_line(text, None, str(error["loc"][-1]), table=sub_table)
+        line = line or find_line(text, node, top_key, table=table)
         if table and not node:
             key = f"{table}.{key}" if key else table
         raise ConfigError(message, file=file, line=line, node=node, key=key) from None
+
+
+def _model_at(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel]:
+    """The (nested) config class that ``path`` leads to, e.g. a source's ``reconnect`` table."""
+    for part in path:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+    return model
 
 
 def _describe(value: Any) -> str:

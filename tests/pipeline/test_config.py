@@ -193,3 +193,22 @@ def test_cli_config_error_is_one_line_exit_2(
 def test_every_shipped_config_is_valid(path: Path) -> None:
     built = graph.build(config.load(path))
     assert built.order, f"{path} has no nodes"
+
+
+def test_nested_tables_are_checked_with_their_own_keys() -> None:
+    text = """\
+links = ["cam ! sink"]
+[nodes.cam]
+type = "source"
+uri = "rtsp://cam/x"
+[nodes.cam.reconnect]
+max_atempts = 3
+[nodes.sink]
+type = "test-collect"
+"""
+    with pytest.raises(ConfigError) as caught:
+        parse(text)
+    assert str(caught.value) == (
+        "p.toml:6: node 'cam' key 'reconnect.max_atempts': unknown key (did you mean "
+        "'max_attempts'?); valid keys: initial_s, max_s, max_attempts, jitter"
+    )
