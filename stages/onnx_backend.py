@@ -56,21 +56,18 @@ class OnnxBackend:
         if cache_dir:
             os.makedirs(cache_dir, exist_ok=True)
         self._names, self._options, self._threads = names, options, threads
-        model: str | bytes = path
         self.batch_mode = "fixed"
-        probe = self._session(path, ["CPUExecutionProvider"], [{}])
+        probe = self._session(path, [eps.CPU], [{}])
         first = probe.get_inputs()[0]
         fixed_batch = first.shape[0] if isinstance(first.shape[0], int) else None
+        # The model to run, and a CPU session of it (reused when the CPU is all there is).
+        model, on_cpu = path, probe
         if fixed_batch == 1 and max_batch > 1:
-            model = self._dynamic_model(path, probe)
+            model, on_cpu = self._dynamic_model(path, probe)
         elif fixed_batch is None:
             self.batch_mode = "dynamic"
         on_cpu_only = names == [eps.CPU]
-        self.session = (
-            probe
-            if (on_cpu_only and model == path)
-            else self._session(model, names, options, profile=not on_cpu_only)
-        )
+        self.session = on_cpu if on_cpu_only else self._session(model, names, options, profile=True)
         self.device = self.session.get_providers()[0]
         if fp16 and self.device not in (
             eps.ALIASES["migraphx"],
@@ -141,8 +138,9 @@ class OnnxBackend:
             shown = model if isinstance(model, str) else "the batch-dynamic model"
             raise PipelineError(f"cannot load model {shown}: {exc}") from exc
 
-    def _dynamic_model(self, path: str, original: Any) -> str | bytes:
-        """The batch-dynamic rewrite when it provably gives the same outputs, else ``path``."""
+    def _dynamic_model(self, path: str, original: Any) -> tuple[str | bytes, Any]:
+        """The batch-dynamic rewrite when it provably gives the same outputs, else ``path``;
+        each with its CPU session."""
         rewrite = make_batch_dynamic(path)
         if rewrite.model is None:
             log.info(
@@ -150,8 +148,8 @@ class OnnxBackend:
                 self.name,
                 rewrite.reason,
             )
-            return path
-        candidate = self._session(rewrite.model, ["CPUExecutionProvider"], [{}])
+            return path, original
+        candidate = self._session(rewrite.model, [eps.CPU], [{}])
         first = original.get_inputs()[0]
         agree, worst = outputs_agree(
             original,
@@ -168,7 +166,7 @@ class OnnxBackend:
                 worst,
             )
             self.batch_mode = "frame-by-frame"
-            return path
+            return path, original
         log.info(
             "%s: made the batch dimension dynamic (%d Reshape constants rewritten); "
             "verified against batch-1 outputs",
@@ -176,7 +174,7 @@ class OnnxBackend:
             rewrite.reshapes,
         )
         self.batch_mode = "dynamic (rewritten)"
-        return rewrite.model
+        return rewrite.model, candidate
 
     def _placement(self, session: Any) -> dict[str, int]:
         """Kernels per provider, from one profiled warm-up run: ONNX Runtime may silently put

@@ -8,6 +8,7 @@ picture sits 8 px down.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +45,9 @@ def constant_model(output: np.ndarray, path: Path, names: str | None = None) -> 
     return path
 
 
-def run_on_dog(model: Path, tmp_path: Path, *extra: str) -> list[dict]:
-    result = cli(
+def dog_cli(model: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The file pipeline on dog.jpg with ``model`` and nms.conf 0.5."""
+    return cli(
         str(FILE_CONFIG),
         "--set",
         "cam.uri=sample:dog",
@@ -56,6 +58,10 @@ def run_on_dog(model: Path, tmp_path: Path, *extra: str) -> list[dict]:
         *extra,
         cwd=tmp_path,
     )
+
+
+def run_on_dog(model: Path, tmp_path: Path, *extra: str) -> list[dict]:
+    result = dog_cli(model, tmp_path, *extra)
     assert result.returncode == 0, result.stderr[-2000:]
     (event,) = read_events(tmp_path / "out/events.jsonl")
     return event["detections"]
@@ -93,16 +99,7 @@ def test_family_can_be_forced(tmp_path: Path) -> None:
     output = np.zeros((1, 300, 6), np.float32)
     output[0, 0] = [24, 24, 40, 40, 0.95, 16]
     model = constant_model(output, tmp_path / "e2e.onnx")
-    result = cli(
-        str(FILE_CONFIG),
-        "--set",
-        "cam.uri=sample:dog",
-        "--set",
-        f"det.model={model}",
-        "--set",
-        "det.family=yolov8",
-        cwd=tmp_path,
-    )
+    result = dog_cli(model, tmp_path, "--set", "det.family=yolov8")
     # Read as a YOLOv8 head, a (300, 6) output holds no class rows: a config error, in one
     # line, rather than nonsense boxes.
     assert result.returncode == 2
@@ -110,17 +107,6 @@ def test_family_can_be_forced(tmp_path: Path) -> None:
         "error: node 'det' key 'family': family 'yolov8' does not fit output shape "
         "[1, 300, 6]: expected (batch, 4 + classes, anchors)"
     )
-    forced = cli(
-        str(FILE_CONFIG),
-        "--set",
-        "cam.uri=sample:dog",
-        "--set",
-        f"det.model={model}",
-        "--set",
-        "det.family=end2end",
-        "--set",
-        "nms.conf=0.5",
-        cwd=tmp_path,
-    )
+    forced = dog_cli(model, tmp_path, "--set", "det.family=end2end")
     assert forced.returncode == 0, forced.stderr[-2000:]
     assert len(read_events(tmp_path / "out/events.jsonl")[0]["detections"]) == 1
