@@ -113,7 +113,8 @@ def run_main(argv: list[str]) -> int:
     stats = result.stats
     if args.stats:
         _write_stats(Path(args.stats), stats)
-    print(_summary(stats), file=sys.stderr)
+    if stats["started"]:  # a stage that failed to open leaves nothing worth a table
+        print(_summary(stats), file=sys.stderr)
     if result.error is not None:
         log.debug("run failed", exc_info=result.error)
         return _fail(result.error, result.exit_code)

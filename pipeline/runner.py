@@ -393,6 +393,7 @@ class Runner:
         stats = self.stats()
         stats["exit_code"] = code
         stats["error"] = str(self._error) if self._error else None
+        stats["started"] = any(node.threads for node in self._nodes.values())
         return RunResult(code, self._error, stats)
 
     def _install_signals(self) -> Callable[[], None] | None:

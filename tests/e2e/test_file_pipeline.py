@@ -163,6 +163,7 @@ def test_runtime_failure_is_one_line_exit_1(tmp_path: Path) -> None:
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: stage 'det': cannot load model") and str(broken) in last
+    assert "frames  fps" not in result.stderr, "a table of zeros for a run that never started"
     assert "Traceback" not in result.stderr
 
 
