@@ -127,7 +127,7 @@ def opencl_part(repeats: int, kind: str) -> dict[str, Any]:
         started = time.perf_counter()
         pending = []
         for index in range(256):
-            pending.append(ring.submit(hd[index % len(hd)]))
+            pending.append(ring.submit([hd[index % len(hd)]]))
             if len(pending) == 2:
                 ring.result(pending.pop(0))
         for item in pending:

@@ -64,7 +64,7 @@ def opencl_fps(frames: list[np.ndarray], setting: dict, ring: OpenCLLetterbox) -
     started = time.perf_counter()
     pending = []
     for image in frames:
-        pending.append(ring.submit(image))
+        pending.append(ring.submit([image]))
         if len(pending) == 2:
             ring.result(pending.pop(0))
     for item in pending:

@@ -172,7 +172,7 @@ class InferStage(BatchStage):
                 )
         if self.backend is None:
             raise PipelineError("the model is not loaded (the node was closed)")
-        output = self.backend.run(np.stack([frame.tensor for frame in items]))
+        output = self.backend.run(as_batch([frame.tensor for frame in items]))
         candidates = decode(self.family, output, self.model_input.width, self.model_input.height)
         for frame, found in zip(items, candidates, strict=True):
             frame.meta["candidates"] = found
@@ -193,3 +193,23 @@ class InferStage(BatchStage):
             "model_family": family.value if family else None,
             "max_batch": self.config.max_batch,
         }
+
+
+def as_batch(tensors: list[np.ndarray]) -> np.ndarray:
+    """The tensors as one (N, C, H, W) array: the array they are consecutive views of, when
+    preprocessing wrote them into one batch buffer (no copy), else a stacked copy."""
+    base = tensors[0].base
+    if (
+        isinstance(base, np.ndarray)
+        and base.ndim == 4
+        and base.shape[0] == len(tensors)
+        and base.flags.c_contiguous
+        and all(
+            tensor.base is base
+            and tensor.__array_interface__["data"][0]
+            == base.__array_interface__["data"][0] + index * base.strides[0]
+            for index, tensor in enumerate(tensors)
+        )
+    ):
+        return base
+    return np.stack(tensors)

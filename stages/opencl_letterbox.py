@@ -166,9 +166,11 @@ class LetterboxProgram:
         out: Any,
         out_index: int = 0,
         wait_for: Sequence[Any] | None = None,
+        src_offset: int = 0,
     ) -> tuple[Any, Letterbox]:
-        """Enqueue the kernel for ``batch`` frames of ``src_shape`` (h, w) packed in ``src``,
-        writing frames ``out_index``.. of ``out``. Returns (event, letterbox)."""
+        """Enqueue the kernel for ``batch`` frames of ``src_shape`` (h, w) packed in ``src``
+        from byte ``src_offset``, writing frames ``out_index``.. of ``out``.
+        Returns (event, letterbox)."""
         src_h, src_w = src_shape
         box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)  # type: ignore[arg-type]
         xofs, alpha, yofs, beta = self.table_buffers(src_w, src_h, box)
@@ -181,6 +183,7 @@ class LetterboxProgram:
         i32, f32 = np.int32, np.float32
         self.kernel.set_args(
             src,
+            np.uint64(src_offset),
             i32(src_w * 3),
             i32(src_w * src_h * 3),
             i32(src_w),
@@ -225,11 +228,14 @@ class _Slot:
 class Pending:
     slot: _Slot
     event: Any
-    letterbox: Letterbox
+    letterboxes: list[Letterbox]
 
 
 class OpenCLLetterbox:
-    """Frame-by-frame front end: ``submit`` enqueues, ``result`` waits for one frame."""
+    """Front end for whole frames: ``submit`` enqueues up to ``max_batch`` frames, which the
+    kernel writes straight into one batch buffer at their index; ``result`` waits for them
+    and returns the batch (frames, 3, height, width). A ring of ``depth`` slots keeps the next
+    upload overlapping this kernel."""
 
     def __init__(
         self,
@@ -238,10 +244,12 @@ class OpenCLLetterbox:
         device: str = "auto",
         platform: str | None = None,
         depth: int = 2,
+        max_batch: int = 1,
     ) -> None:
         cl = _cl()
         self.cl = cl
         self.conv = conv
+        self.max_batch = max_batch
         try:
             self.program = LetterboxProgram(select_device(device, platform), conv.dtype)
             ctx = self.program.context
@@ -250,7 +258,8 @@ class OpenCLLetterbox:
             self.download_q = cl.CommandQueue(ctx)
         except cl.Error as exc:
             raise OpenCLUnavailable(str(exc)) from None
-        self.out_shape = (3, conv.height, conv.width)
+        self.frame_shape = (3, conv.height, conv.width)
+        self.out_shape = (max_batch, *self.frame_shape)
         self.out_bytes = int(np.prod(self.out_shape)) * conv.dtype.itemsize
         self.slots = [self._make_output(_Slot()) for _ in range(depth)]
         self._next = 0
@@ -295,78 +304,90 @@ class OpenCLLetterbox:
             )
         slot.in_bytes = nbytes
 
-    def submit(self, image: np.ndarray) -> Pending:
-        """Enqueue one BGR frame; returns at once. The caller must ``result`` each submitted
-        frame before submitting ``depth`` more."""
+    def submit(self, images: Sequence[np.ndarray]) -> Pending:
+        """Enqueue up to ``max_batch`` BGR frames (any sizes); returns at once. Each submitted
+        batch must be collected with ``result`` before ``depth`` more are submitted."""
+        if not 1 <= len(images) <= self.max_batch:
+            raise ValueError(f"submit takes 1 to {self.max_batch} frames, got {len(images)}")
         cl = self.cl
         slot = self.slots[self._next]
         self._next = (self._next + 1) % len(self.slots)
         if slot.done is not None:
             slot.done.wait()
-        image = np.ascontiguousarray(image)
-        self._ensure_input(slot, image.nbytes)
+        frames = [np.ascontiguousarray(image) for image in images]
+        offsets = np.cumsum([0] + [frame.nbytes for frame in frames]).tolist()
+        self._ensure_input(slot, offsets[-1])
         if self.program.unified:
             mapped, _ = cl.enqueue_map_buffer(
                 self.upload_q,
                 slot.device_in,
                 cl.map_flags.WRITE_INVALIDATE_REGION,
                 0,
-                (image.nbytes,),
+                (offsets[-1],),
                 np.uint8,
                 is_blocking=True,
             )
-            mapped[:] = image.reshape(-1)
+            for frame, start in zip(frames, offsets, strict=False):
+                mapped[start : start + frame.nbytes] = frame.reshape(-1)
             mapped.base.release(queue=self.upload_q)
             uploaded = cl.enqueue_marker(self.upload_q)
         else:
-            slot.host_in[: image.nbytes] = image.reshape(-1)
+            for frame, start in zip(frames, offsets, strict=False):
+                slot.host_in[start : start + frame.nbytes] = frame.reshape(-1)
             uploaded = cl.enqueue_copy(
-                self.upload_q, slot.device_in, slot.host_in[: image.nbytes], is_blocking=False
+                self.upload_q, slot.device_in, slot.host_in[: offsets[-1]], is_blocking=False
             )
-        computed, box = self.program.launch(
-            self.compute_q,
-            slot.device_in,
-            image.shape[:2],
-            1,
-            self.conv,
-            slot.device_out,
-            wait_for=[uploaded],
-        )
+        events, boxes = [], []
+        for index, (frame, start) in enumerate(zip(frames, offsets, strict=False)):
+            event, box = self.program.launch(
+                self.compute_q,
+                slot.device_in,
+                frame.shape[:2],
+                1,
+                self.conv,
+                slot.device_out,
+                out_index=index,
+                wait_for=[uploaded],
+                src_offset=start,
+            )
+            events.append(event)
+            boxes.append(box)
         if self.program.unified:
-            slot.done = computed
+            slot.done = cl.enqueue_marker(self.compute_q, wait_for=events)
         else:
             slot.done = cl.enqueue_copy(
                 self.download_q,
-                slot.host_out,
+                slot.host_out[: len(frames)],
                 slot.device_out,
-                wait_for=[computed],
+                wait_for=events,
                 is_blocking=False,
             )
         for queue in (self.upload_q, self.compute_q, self.download_q):
             queue.flush()
-        return Pending(slot, slot.done, box)
+        return Pending(slot, slot.done, boxes)
 
     def result(self, pending: Pending) -> np.ndarray:
-        """Wait for a submitted frame; returns its tensor (a fresh array)."""
+        """Wait for a submitted batch; returns its tensors (a fresh array, one per frame)."""
         cl = self.cl
         pending.event.wait()
         slot = pending.slot
+        count = len(pending.letterboxes)
         if not self.program.unified:
-            return slot.host_out.copy()
+            return slot.host_out[:count].copy()
         mapped, _ = cl.enqueue_map_buffer(
             self.download_q,
             slot.device_out,
             cl.map_flags.READ,
             0,
-            self.out_shape,
+            (count, *self.frame_shape),
             self.conv.dtype,
             is_blocking=True,
         )
-        tensor = mapped.copy()
+        tensors = mapped.copy()
         mapped.base.release(queue=self.download_q)
-        return tensor
+        return tensors
 
     def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """One frame, synchronously."""
-        pending = self.submit(image)
-        return self.result(pending), pending.letterbox
+        pending = self.submit([image])
+        return self.result(pending)[0], pending.letterboxes[0]

@@ -19,7 +19,7 @@ from pydantic import Field
 from pipeline.errors import ConfigError
 from pipeline.frame import Frame
 from pipeline.registry import register
-from pipeline.stage import ParallelConfig, Stage, StageContext
+from pipeline.stage import BatchStage, ParallelConfig, StageContext
 
 from .geometry import Letterbox, letterbox_for
 from .infer import InferStage, ModelInput
@@ -53,7 +53,7 @@ class PreprocessConfig(ParallelConfig):
 
 
 @register("preprocess")
-class PreprocessStage(Stage):
+class PreprocessStage(BatchStage):
     Config = PreprocessConfig
     config: PreprocessConfig
 
@@ -61,6 +61,10 @@ class PreprocessStage(Stage):
         cfg = self.config
         infer = context.find_downstream(InferStage)
         model: ModelInput | None = infer.model_input if infer else None
+        # OpenCL takes what is queued, up to the model's batch, into one buffer; it never
+        # waits for more. The numpy path works frame by frame (in `workers` threads).
+        self.max_batch = infer.max_batch if infer and cfg.backend == "opencl" else 1
+        self.batch_timeout_s = 0.0
         if model is None and (
             cfg.input_size is None or cfg.scale is None or "auto" in (cfg.placement, cfg.color)
         ):
@@ -109,7 +113,11 @@ class PreprocessStage(Stage):
         )
         try:
             self.opencl = OpenCLLetterbox(
-                conv, device=cfg.device, platform=cfg.platform, depth=cfg.in_flight
+                conv,
+                device=cfg.device,
+                platform=cfg.platform,
+                depth=cfg.in_flight,
+                max_batch=self.max_batch,
             )
         except OpenCLUnavailable as exc:
             log.warning("%s: OpenCL unavailable (%s); using the numpy backend", self.name, exc)
@@ -124,15 +132,16 @@ class PreprocessStage(Stage):
     def workers(self) -> int:
         return 1 if self.config.backend == "opencl" else self.config.workers
 
-    def process(self, frame: Frame) -> list[Frame]:
+    def process_batch(self, frames: list[Frame]) -> list[Frame]:
         if self.opencl is None:
-            frame.tensor, frame.letterbox = self.tensor(frame.image)
-            return [frame]
-        pending = self.opencl.submit(frame.image)
-        self._in_flight.append((frame, pending))
+            for frame in frames:
+                frame.tensor, frame.letterbox = self.tensor(frame.image)
+            return frames
+        pending = self.opencl.submit([frame.image for frame in frames])
+        self._in_flight.append((frames, pending))
         if len(self._in_flight) < self.config.in_flight:
             return []
-        return [self._collect()]
+        return self._collect()
 
     def handle_message(self, message: Any) -> list[Any]:
         return [*self.flush(), message]  # frames in flight go first: order is kept
@@ -140,13 +149,17 @@ class PreprocessStage(Stage):
     def flush(self) -> list[Frame]:
         if self.opencl is None:
             return []
-        return [self._collect() for _ in range(len(self._in_flight))]
+        return [frame for _ in range(len(self._in_flight)) for frame in self._collect()]
 
-    def _collect(self) -> Frame:
-        frame, pending = self._in_flight.popleft()
-        frame.tensor = self.opencl.result(pending)
-        frame.letterbox = pending.letterbox
-        return frame
+    def _collect(self) -> list[Frame]:
+        """The oldest batch in flight: each frame's tensor is a view of one batch array, so
+        the infer node takes the batch as it is, without stacking."""
+        frames, pending = self._in_flight.popleft()
+        batch = self.opencl.result(pending)
+        for index, frame in enumerate(frames):
+            frame.tensor = batch[index]
+            frame.letterbox = pending.letterboxes[index]
+        return frames
 
     def stats(self) -> dict[str, Any]:
         return {"device": getattr(self, "device_name", None)}

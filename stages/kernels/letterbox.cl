@@ -19,6 +19,7 @@
 
 __kernel void letterbox(
     __global const uchar *src,      // frames, HWC BGR, src_frame_bytes apart
+    const ulong src_offset,         // byte offset of frame 0 in src
     const int src_stride,           // bytes per row
     const int src_frame_bytes,
     const int src_w,
@@ -59,8 +60,9 @@ __kernel void letterbox(
         const int sy1 = clamp(yofs[ry] + 1, 0, src_h - 1);
         const int b0 = beta[2 * ry];
         const int b1 = beta[2 * ry + 1];
-        __global const uchar *row0 = src + (size_t)z * src_frame_bytes + (size_t)sy0 * src_stride;
-        __global const uchar *row1 = src + (size_t)z * src_frame_bytes + (size_t)sy1 * src_stride;
+        __global const uchar *frame = src + src_offset + (size_t)z * src_frame_bytes;
+        __global const uchar *row0 = frame + (size_t)sy0 * src_stride;
+        __global const uchar *row1 = frame + (size_t)sy1 * src_stride;
         for (int c = 0; c < 3; ++c) {
             const int h0 = row0[sx0 * 3 + c] * a0 + row0[sx1 * 3 + c] * a1;
             const int h1 = row1[sx0 * 3 + c] * a0 + row1[sx1 * 3 + c] * a1;

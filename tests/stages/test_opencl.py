@@ -121,11 +121,11 @@ def test_frames_of_different_sizes_through_one_ring(device) -> None:
     kernel = OpenCLLetterbox(TensorSpec(416, 416, "top-left", False, 1.0), depth=2)
     reference = numpy_stage(416, "top-left", "bgr", 1.0)
     images = [frames(clip, 1)[0] for clip in ("traffic", "people", "horses", "traffic")]
-    pending = [kernel.submit(images[0]), kernel.submit(images[1])]
-    results = [kernel.result(pending[0])]
-    pending.append(kernel.submit(images[2]))
-    results.append(kernel.result(pending[1]))
-    results.append(kernel.result(pending[2]))
+    pending = [kernel.submit([images[0]]), kernel.submit([images[1]])]
+    results = [kernel.result(pending[0])[0]]
+    pending.append(kernel.submit([images[2]]))
+    results.append(kernel.result(pending[1])[0])
+    results.append(kernel.result(pending[2])[0])
     for image, got in zip(images, results, strict=False):
         np.testing.assert_array_equal(got, reference.tensor(image)[0])
 
@@ -223,3 +223,30 @@ def test_detections_agree_between_backends(device, model: str) -> None:
     assert sum(map(len, results["numpy"])) > 20
     assert matched_fraction(results["numpy"], results["opencl"]) >= 0.97
     assert matched_fraction(results["opencl"], results["numpy"]) >= 0.97
+
+
+def test_a_batch_of_mixed_sizes_lands_in_one_buffer_at_each_frames_index(device) -> None:
+    kernel = OpenCLLetterbox(TensorSpec(416, 416, "top-left", False, 1.0), max_batch=4)
+    reference = numpy_stage(416, "top-left", "bgr", 1.0)
+    images = [frames(clip, 1)[0] for clip in ("traffic", "people", "horses")]
+    pending = kernel.submit(images)
+    batch = kernel.result(pending)
+    assert batch.shape == (3, 3, 416, 416)
+    for index, image in enumerate(images):
+        expected, box = reference.tensor(image)
+        np.testing.assert_array_equal(batch[index], expected)
+        assert pending.letterboxes[index] == box
+    with pytest.raises(ValueError, match="submit takes 1 to 4 frames, got 5"):
+        kernel.submit(images + images[:2])
+
+
+def test_as_batch_takes_consecutive_views_without_copying() -> None:
+    from stages.infer import as_batch
+
+    batch = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5).copy()  # owns its data
+    assert as_batch([batch[0], batch[1]]) is batch
+    swapped = as_batch([batch[1], batch[0]])
+    assert swapped is not batch
+    np.testing.assert_array_equal(swapped, batch[::-1])
+    single = as_batch([batch[0]])
+    assert single.shape == (1, 3, 4, 5) and single.base is not batch
