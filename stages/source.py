@@ -57,7 +57,8 @@ class SourceConfig(StageConfig):
     stall_timeout_s: float = Field(5.0, gt=0)
     """Reconnect when packets arrive but no frame has decoded for this long."""
     low_latency: bool = True
-    """No demuxer buffering on network streams (``fflags=nobuffer``, ``flags=low_delay``)."""
+    """A small demuxer delay and reorder window on network streams (``flags=low_delay``,
+    ``max_delay``)."""
     reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
     """Backoff for live sources: ``initial_s``, ``max_s``, ``max_attempts`` (0 = forever),
     ``jitter``."""
