@@ -149,10 +149,6 @@ class Inbox:
         self.links.append(link)
         return link
 
-    def depth(self) -> int:
-        with self.lock:
-            return sum(len(link) for link in self.links)
-
     def get(self) -> Any:
         """The next item from any link (round-robin), or EOS once every link has ended."""
         with self.lock:
