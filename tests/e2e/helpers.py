@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import av
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FILE_CONFIG = REPO / "configs" / "file.toml"
@@ -23,6 +26,30 @@ def cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProc
         timeout=timeout,
         check=False,
     )
+
+
+def spawn(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """The CLI running in the background (stderr captured), for tests that signal it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import av
 import pytest
 
-from .helpers import FILE_CONFIG, cli, probe_video, read_events
+from .helpers import FILE_CONFIG, cli, probe_video, read_events, read_lines, spawn, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -74,18 +74,9 @@ def test_people_clip_stats_and_summary(people_run) -> None:
 
 
 def test_ctrl_c_halfway_leaves_playable_video_and_whole_lines(tmp_path: Path) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", str(FILE_CONFIG)],
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = spawn(str(FILE_CONFIG), cwd=tmp_path)
     events = tmp_path / "out/events.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if events.exists() and events.read_text().count("\n") >= 150:
-            break
-        time.sleep(0.05)
+    wait_for(lambda: len(read_lines(events)) >= 150, 120, "150 events")
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr[-2000:]
@@ -100,16 +91,9 @@ def test_ctrl_c_halfway_leaves_playable_video_and_whole_lines(tmp_path: Path) ->
 
 
 def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", str(FILE_CONFIG)],
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = spawn(str(FILE_CONFIG), cwd=tmp_path)
     events = tmp_path / "out/events.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (events.exists() and events.stat().st_size):
-        time.sleep(0.05)
+    wait_for(lambda: bool(read_lines(events)), 120, "the first event")
     process.send_signal(signal.SIGINT)
     process.send_signal(signal.SIGINT)
     started = time.monotonic()

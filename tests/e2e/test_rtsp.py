@@ -6,15 +6,14 @@ import itertools
 import json
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from .helpers import REPO, cli, read_events
-from .rtsp import black_hole, free_port, read_lines, rtsp_server, wait_for
+from .helpers import REPO, cli, read_events, read_lines, spawn, wait_for
+from .rtsp import black_hole, free_port, rtsp_server
 
 RTSP_CONFIG = REPO / "configs" / "rtsp.toml"
 SECRET = "s3cr%40t%2Fx"  # a password holding '@' and '/', percent-encoded as URLs need
@@ -25,13 +24,7 @@ def with_credentials(url: str) -> str:
 
 
 def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", str(RTSP_CONFIG), *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return spawn(str(RTSP_CONFIG), *args, cwd=cwd)
 
 
 def frames_of(events: list[dict], source: str = "cam") -> list[dict]:
@@ -221,12 +214,7 @@ def test_one_camera_dying_does_not_slow_the_other(tmp_path: Path, people_mp4: Pa
     with rtsp_server(people_mp4) as cam_a, rtsp_server(traffic) as cam_b:
         config = tmp_path / "two.toml"
         config.write_text(TWO_CAMERAS.format(a=cam_a.url, b=cam_b.url))
-        pipeline = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", str(config)],
-            cwd=tmp_path,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        pipeline = spawn(str(config), cwd=tmp_path)
         wait_for(
             lambda: events_path.exists() and events_path.read_text().count('"b"') >= 24,
             60,
