@@ -29,15 +29,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.assets import resolve_media, resolve_model  # noqa: E402
-from stages.geometry import letterbox_for  # noqa: E402
-from stages.opencl_letterbox import (  # noqa: E402
+from vapipe.pipeline.assets import resolve_media, resolve_model  # noqa: E402
+from vapipe.stages.preprocess.geometry import letterbox_for  # noqa: E402
+from vapipe.stages.preprocess.opencl import (  # noqa: E402
     LetterboxProgram,
     OpenCLLetterbox,
     TensorSpec,
     select_device,
 )
-from stages.resize_tables import resize_reference, tables  # noqa: E402
+from vapipe.stages.preprocess.resize_tables import resize_reference, tables  # noqa: E402
 
 CONVENTIONS = {
     "yolox-416": TensorSpec(416, 416, "top-left", False, 1.0),
@@ -172,8 +172,8 @@ def torch_part(repeats: int) -> dict[str, Any]:
 def torch_model(model: str, size: int, scale: float, repeats: int) -> list[dict[str, Any]]:
     import torch
 
-    from stages.onnx_backend import OnnxBackend
-    from stages.torch_backend import TorchBackend
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+    from vapipe.stages.infer.backends.pytorch import TorchBackend
 
     runs = []
     path = str(resolve_model(model))

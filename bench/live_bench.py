@@ -33,11 +33,11 @@ import av
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline import config, graph  # noqa: E402
-from pipeline.assets import resolve_media  # noqa: E402
-from pipeline.registry import register  # noqa: E402
-from pipeline.runner import Runner  # noqa: E402
-from pipeline.stage import Stage  # noqa: E402
+from vapipe.pipeline import config, graph  # noqa: E402
+from vapipe.pipeline.assets import resolve_media  # noqa: E402
+from vapipe.pipeline.registry import register  # noqa: E402
+from vapipe.pipeline.runner import Runner  # noqa: E402
+from vapipe.pipeline.stage import Stage  # noqa: E402
 
 
 @register("bench-slow-sink")

@@ -16,13 +16,13 @@ from pathlib import Path
 import av
 import onnxruntime as ort
 
-from pipeline.assets import resolve_media, resolve_model
-from pipeline.stage import StageContext
-from stages.draw import draw_detections
-from stages.events import iso_time
-from stages.nms import NmsConfig, NmsStage
-from stages.preprocess import PreprocessConfig, PreprocessStage
-from stages.yolo_heads import Family, decode
+from vapipe.pipeline.assets import resolve_media, resolve_model
+from vapipe.pipeline.stage import StageContext
+from vapipe.stages.infer.heads import Family, decode
+from vapipe.stages.nms import NmsConfig, NmsStage
+from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
+from vapipe.stages.sinks.draw import draw_detections
+from vapipe.stages.sinks.events import iso_time
 
 
 def run(

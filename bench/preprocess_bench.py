@@ -26,10 +26,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.assets import resolve_media  # noqa: E402
-from pipeline.stage import StageContext  # noqa: E402
-from stages.opencl_letterbox import OpenCLLetterbox, TensorSpec  # noqa: E402
-from stages.preprocess import PreprocessConfig, PreprocessStage  # noqa: E402
+from vapipe.pipeline.assets import resolve_media  # noqa: E402
+from vapipe.pipeline.stage import StageContext  # noqa: E402
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox, TensorSpec  # noqa: E402
+from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage  # noqa: E402
 
 SETTINGS = {
     "yolox-416": dict(size=416, placement="top-left", color="bgr", scale=1.0),

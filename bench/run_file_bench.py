@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.naive import run as run_naive  # noqa: E402
-from pipeline import config, graph  # noqa: E402
-from pipeline.runner import Runner  # noqa: E402
+from vapipe.pipeline import config, graph  # noqa: E402
+from vapipe.pipeline.runner import Runner  # noqa: E402
 
 
 def run_pipeline(config_path: Path, overrides: list[str], out_dir: Path) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""The model and sample-media manifest (installed as ``vapipe_models``) and converters."""
+"""The model and sample-media manifest (installed as ``vapipe.models``) and converters."""
 
 from __future__ import annotations
 

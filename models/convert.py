@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pipeline.errors import MissingDependencyError, PipelineError
+from vapipe.pipeline.errors import MissingDependencyError, PipelineError
 
 log = logging.getLogger(__name__)
 

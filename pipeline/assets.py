@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import ConfigError, PipelineError
+from vapipe.pipeline.errors import ConfigError, PipelineError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ SAMPLE_SCHEME = "sample:"
 
 
 def manifest_entries(kind: Kind) -> dict[str, dict[str, Any]]:
-    from vapipe_models import manifest
+    from vapipe.models import manifest
 
     return manifest().get(kind, {})
 
@@ -123,7 +123,7 @@ def _download_entry(entry: dict[str, Any], target: Path) -> None:
         if not expected:
             log.warning("no sha256 in the manifest for %s; not verified", entry["url"])
         if entry.get("convert"):
-            from vapipe_models.convert import convert
+            from vapipe.models.convert import convert
 
             convert(entry["convert"], download, target, entry.get("input_size", [640, 640]))
         else:

@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__, assets
-from .errors import ConfigError, PipelineError
-from .runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
-from .urls import mask_credentials
+from vapipe import __version__
+from vapipe.pipeline import assets
+from vapipe.pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline.runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
+from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger("pipeline")
 
@@ -100,8 +101,8 @@ def run_main(argv: list[str]) -> int:
     setup_logging(args.log_level)
     if args.max_frames is not None and args.max_frames < 1:
         parser.error("--max-frames must be at least 1")
-    from . import config as config_module
-    from . import graph as graph_module
+    from vapipe.pipeline import config as config_module
+    from vapipe.pipeline import graph as graph_module
 
     try:
         spec = config_module.load(args.config, args.overrides)
@@ -128,7 +129,7 @@ def run_main(argv: list[str]) -> int:
 
 
 def _summary(stats: dict[str, Any]) -> str:
-    from .metrics import format_table
+    from vapipe.pipeline.metrics import format_table
 
     return format_table(stats)
 
@@ -227,7 +228,7 @@ def doctor_main(argv: list[str]) -> int:
         description="Print ONNX Runtime providers, OpenCL devices, FFmpeg hardware codecs and "
         "what 'auto' would pick here.",
     ).parse_args(argv)
-    from stages.doctor import report
+    from vapipe.pipeline.doctor import report
 
     return report()
 
@@ -239,7 +240,7 @@ def stages_main(argv: list[str]) -> int:
     )
     parser.add_argument("type", nargs="?", help="show one type only")
     args = parser.parse_args(argv)
-    from . import registry
+    from vapipe.pipeline import registry
 
     names = [args.type] if args.type else registry.type_names()
     for name in names:

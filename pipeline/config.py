@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import registry
-from .errors import ConfigError
-from .stage import Stage, StageConfig
+from vapipe.pipeline import registry
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.stage import Stage, StageConfig
 
 
 class PipelineSettings(BaseModel):

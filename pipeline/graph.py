@@ -6,9 +6,9 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .config import ConfigSpec, NodeSpec, _normalise_link, _suggest
-from .queues import Leaky
-from .stage import SourceStage
+from vapipe.pipeline.config import ConfigSpec, NodeSpec, _normalise_link, _suggest
+from vapipe.pipeline.queues import Leaky
+from vapipe.pipeline.stage import SourceStage
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,30 @@
-"""Stage type name -> class. Built-ins and plugins register with :func:`register`;
-plugins are found through the ``vapipe.stages`` entry-point group."""
+"""Stage type name -> class.
+
+The built-in stages (``vapipe.stages``) are imported explicitly; a failure there is a broken
+install and raises. Plugins come from the ``vapipe.stages`` entry-point group: each entry
+names a module whose import registers its stages with :func:`register`. A plugin that fails
+to load is remembered by name (``plugin_errors``) and shown by ``run-pipeline stages`` and
+``doctor``; it never hides the built-ins.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import TypeVar
 
-from .stage import Stage
+from vapipe.pipeline.stage import Stage
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "vapipe.stages"
+BUILTIN_MODULE = "vapipe.stages"
 _stage_types: dict[str, type[Stage]] = {}
-_plugins_loaded = False
+_loaded = False
+plugin_errors: dict[str, str] = {}
+"""Entry-point name -> why that plugin did not load."""
 
 S = TypeVar("S", bound=type[Stage])
 
@@ -33,27 +43,29 @@ def register(type_name: str) -> Callable[[S], S]:
     return decorate
 
 
-def load_plugins() -> None:
-    """Import every module named in the entry-point group, once."""
-    global _plugins_loaded
-    if _plugins_loaded:
+def load() -> None:
+    """Import the built-ins, then every plugin of the entry-point group; once."""
+    global _loaded
+    if _loaded:
         return
-    _plugins_loaded = True
+    importlib.import_module(BUILTIN_MODULE)
+    _loaded = True
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             entry.load()
         except Exception as exc:  # a broken plugin must not take the built-ins down
-            log.warning("stage plugin %s (%s) failed to load: %s", entry.name, entry.value, exc)
-    if not _stage_types:
-        # Running from a source tree that was never pip-installed: no entry points.
-        import stages  # noqa: F401
+            reason = f"{type(exc).__name__}: {exc}"
+            plugin_errors[entry.name] = f"{entry.value}: {reason}"
+            log.warning(
+                "stage plugin '%s' (%s) failed to load: %s", entry.name, entry.value, reason
+            )
 
 
 def lookup(type_name: str) -> type[Stage] | None:
-    load_plugins()
+    load()
     return _stage_types.get(type_name)
 
 
 def type_names() -> list[str]:
-    load_plugins()
+    load()
     return sorted(_stage_types)

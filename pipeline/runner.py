@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, cast
 
-from .errors import ConfigError, PipelineError, StageError
-from .frame import Message
-from .graph import Graph
-from .metrics import StageMetrics
-from .queues import EOS, Aborted, Inbox, LinkQueue
-from .stage import BatchStage, SourceStage, Stage, StageContext
+from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
+from vapipe.pipeline.frame import Message
+from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.metrics import StageMetrics
+from vapipe.pipeline.queues import EOS, Aborted, Inbox, LinkQueue
+from vapipe.pipeline.stage import BatchStage, SourceStage, Stage, StageContext
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from pipeline.errors import PipelineError
-from pipeline.frame import Frame
-from pipeline.registry import register
-from pipeline.stage import ParallelConfig, Stage
-
-from .detections import Detections
-from .yolo_heads import Candidates
+from vapipe.pipeline.errors import PipelineError
+from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import ParallelConfig, Stage
+from vapipe.stages.detections import Detections
+from vapipe.stages.infer.heads import Candidates
 
 
 class NmsConfig(ParallelConfig):

@@ -19,7 +19,7 @@ FILE_CONFIG = REPO / "configs" / "file.toml"
 
 def cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "vapipe", *args],
         cwd=cwd,
         text=True,
         capture_output=True,
@@ -31,7 +31,7 @@ def cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProc
 def spawn(*args: str, cwd: Path) -> subprocess.Popen[str]:
     """The CLI running in the background (stderr captured), for tests that signal it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "vapipe", *args],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import FILE_CONFIG, cli, read_events
+from tests.e2e.helpers import FILE_CONFIG, cli, read_events
 
 TWO_SOURCES = """\
 links = ["people ! pre", "horses ! pre", "pre ! det ! nms ! events"]

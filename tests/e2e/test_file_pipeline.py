@@ -14,7 +14,15 @@ from pathlib import Path
 import av
 import pytest
 
-from .helpers import FILE_CONFIG, cli, probe_video, read_events, read_lines, spawn, wait_for
+from tests.e2e.helpers import (
+    FILE_CONFIG,
+    cli,
+    probe_video,
+    read_events,
+    read_lines,
+    spawn,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +169,7 @@ def test_missing_input_is_exit_2(tmp_path: Path) -> None:
 
 def test_env_var_picks_input(tmp_path: Path) -> None:
     env_run = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", str(FILE_CONFIG), "--max-frames", "3"],
+        [sys.executable, "-m", "vapipe", str(FILE_CONFIG), "--max-frames", "3"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -244,7 +252,7 @@ def test_progress_bar_on_a_terminal_and_traceback_at_debug(tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "vapipe",
             str(FILE_CONFIG),
             "--set",
             "cam.realtime=true",

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from .helpers import FILE_CONFIG, cli, read_events
+from tests.e2e.helpers import FILE_CONFIG, cli, read_events
 
 SIZE = 64
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import REPO, cli, read_events, read_lines, spawn, wait_for
-from .rtsp import black_hole, free_port, rtsp_server
+from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
+from tests.e2e.rtsp import black_hole, free_port, rtsp_server
 
 RTSP_CONFIG = REPO / "configs" / "rtsp.toml"
 SECRET = "s3cr%40t%2Fx"  # a password holding '@' and '/', percent-encoded as URLs need

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from pipeline.registry import register
-from pipeline.stage import BatchStage, ParallelConfig, SourceStage, Stage, StageConfig
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import BatchStage, ParallelConfig, SourceStage, Stage, StageConfig
 
 
 @dataclass

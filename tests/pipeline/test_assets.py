@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import assets
-from pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline import assets
+from vapipe.pipeline.errors import ConfigError, PipelineError
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cli import main
+from vapipe.pipeline.cli import main
 
 
 def test_doctor_reports_providers_opencl_and_codecs(capsys: pytest.CaptureFixture[str]) -> None:

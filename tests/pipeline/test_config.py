@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import config, graph
-from pipeline.cli import main
-from pipeline.errors import ConfigError
-from pipeline.queues import Leaky
-
-from . import stubs  # noqa: F401  (registers test-* stages)
+from tests.pipeline import stubs  # noqa: F401  (registers test-* stages)
+from vapipe.pipeline import config, graph
+from vapipe.pipeline.cli import main
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.queues import Leaky
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from pipeline.queues import EOS, Aborted, Inbox, Leaky
-
-from .stubs import Item
+from tests.pipeline.stubs import Item
+from vapipe.pipeline.queues import EOS, Aborted, Inbox, Leaky
 
 
 def drain(inbox: Inbox) -> list[int]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import config, graph
-from pipeline.runner import Runner, RunResult
-
-from .stubs import Batcher, Collect
+from tests.pipeline.stubs import Batcher, Collect
+from vapipe.pipeline import config, graph
+from vapipe.pipeline.runner import Runner, RunResult
 
 
 def run(text: str, **kwargs: object) -> RunResult:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stages.geometry import letterbox_for
-from stages.nms import NmsConfig, NmsStage, nms
-from stages.yolo_heads import Candidates
+from vapipe.stages.infer.heads import Candidates
+from vapipe.stages.nms import NmsConfig, NmsStage, nms
+from vapipe.stages.preprocess.geometry import letterbox_for
 
 
 def brute_force_nms(

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.errors import PipelineError
-
-from . import providers as eps
-from .backends import ModelInfo, padded_size
-from .batching import make_batch_dynamic, outputs_agree
+from vapipe.pipeline.errors import PipelineError
+from vapipe.stages.infer.backends import ModelInfo, padded_size
+from vapipe.stages.infer.backends import providers as eps
+from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic, outputs_agree
 
 log = logging.getLogger(__name__)
 

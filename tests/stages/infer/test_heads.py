@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stages.coco import COCO_NAMES
-from stages.yolo_heads import Family, class_names, decode, detect_family, grid_cells
+from vapipe.stages.infer.heads import Family, decode, detect_family, grid_cells
+from vapipe.stages.infer.names import COCO_NAMES, class_names
 
 
 def test_yolox_grid_decode_by_hand() -> None:

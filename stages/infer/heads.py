@@ -6,15 +6,12 @@ class score and its class id. NMS and mapping back to the frame happen downstrea
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
 import numpy as np
-
-from .coco import COCO_NAMES
 
 
 class Family(StrEnum):
@@ -99,24 +96,6 @@ def layout_problem(family: Family, output_shape: Sequence[int | str | None]) -> 
     if family in (Family.YOLOX, Family.YOLOV5) and not 6 <= cols < rows:
         return "expected (batch, anchors, 5 + classes)"
     return None
-
-
-def class_names(metadata: Mapping[str, str], names_file: str | None) -> tuple[str, ...]:
-    """From a names file (one per line), else ONNX ``names`` metadata, else COCO."""
-    if names_file:
-        with open(names_file, encoding="utf-8") as handle:
-            return tuple(line.strip() for line in handle if line.strip())
-    raw = metadata.get("names")
-    if raw:
-        try:
-            parsed = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            parsed = None
-        if isinstance(parsed, dict):
-            return tuple(str(parsed[key]) for key in sorted(parsed))
-        if isinstance(parsed, list | tuple):
-            return tuple(str(name) for name in parsed)
-    return COCO_NAMES
 
 
 def decode(family: Family, output: np.ndarray, input_w: int, input_h: int) -> list[Candidates]:

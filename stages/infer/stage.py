@@ -9,21 +9,20 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from pipeline.assets import model_entry, resolve_model
-from pipeline.errors import ConfigError, PipelineError
-from pipeline.frame import Frame
-from pipeline.registry import register
-from pipeline.stage import BatchStage, StageConfig, StageContext
-
-from .backends import Backend
-from .yolo_heads import (
+from vapipe.pipeline.assets import model_entry, resolve_model
+from vapipe.pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
+from vapipe.stages.infer.backends import Backend
+from vapipe.stages.infer.heads import (
     Family,
-    class_names,
     conventions,
     decode,
     detect_family,
     layout_problem,
 )
+from vapipe.stages.infer.names import class_names
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +122,10 @@ class InferStage(BatchStage):
     def _load(self, path: str) -> Backend:
         cfg = self.config
         if cfg.backend == "torch":
-            from .torch_backend import TorchBackend
+            from vapipe.stages.infer.backends.pytorch import TorchBackend
 
             return TorchBackend(path, name=self.name, device=cfg.device, fp16=cfg.fp16)
-        from .onnx_backend import OnnxBackend
+        from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
         return OnnxBackend(
             path,

@@ -7,12 +7,11 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from pipeline.frame import Frame, Message
-from pipeline.registry import register
-from pipeline.stage import Stage, StageConfig, StageContext
-
-from .detections import Detections
-from .sink_util import output_path
+from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+from vapipe.stages.detections import Detections
+from vapipe.stages.sinks.paths import output_path
 
 
 class EventsConfig(StageConfig):

@@ -9,21 +9,20 @@ import cv2
 import numpy as np
 import pytest
 
-from pipeline.stage import StageContext
-from stages.infer import InferConfig, InferStage
-from stages.nms import NmsConfig, NmsStage
-from stages.opencl_letterbox import (
+from tests.conftest import asset
+from vapipe.pipeline.stage import StageContext
+from vapipe.stages.infer.heads import decode
+from vapipe.stages.infer.stage import InferConfig, InferStage
+from vapipe.stages.nms import NmsConfig, NmsStage
+from vapipe.stages.preprocess.opencl import (
     LetterboxProgram,
     OpenCLLetterbox,
     OpenCLUnavailable,
     TensorSpec,
     select_device,
 )
-from stages.preprocess import PreprocessConfig, PreprocessStage
-from stages.resize_tables import resize_reference
-from stages.yolo_heads import decode
-
-from ..conftest import asset
+from vapipe.stages.preprocess.resize_tables import resize_reference
+from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 
 CLIPS = ("people", "traffic", "horses")
 
@@ -241,7 +240,7 @@ def test_a_batch_of_mixed_sizes_lands_in_one_buffer_at_each_frames_index(device)
 
 
 def test_as_batch_takes_consecutive_views_without_copying() -> None:
-    from stages.infer import as_batch
+    from vapipe.stages.infer.stage import as_batch
 
     batch = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5).copy()  # owns its data
     assert as_batch([batch[0], batch[1]]) is batch

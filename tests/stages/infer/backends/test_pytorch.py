@@ -9,14 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stages.onnx_backend import OnnxBackend
-
-from ..conftest import asset
+from tests.conftest import asset
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")
 
-from stages.torch_backend import TorchBackend  # noqa: E402
+from vapipe.stages.infer.backends.pytorch import TorchBackend  # noqa: E402
 
 
 @pytest.mark.parametrize(

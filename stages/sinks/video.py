@@ -11,13 +11,12 @@ from typing import Any
 import av
 from pydantic import Field
 
-from pipeline.errors import PipelineError
-from pipeline.frame import Frame
-from pipeline.registry import register
-from pipeline.stage import Stage, StageConfig, StageContext
-
-from .draw import draw_detections
-from .sink_util import output_path
+from vapipe.pipeline.errors import PipelineError
+from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+from vapipe.stages.sinks.draw import draw_detections
+from vapipe.stages.sinks.paths import output_path
 
 log = logging.getLogger(__name__)
 

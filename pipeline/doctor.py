@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import providers as eps
+from vapipe.stages.infer.backends import providers as eps
 
 HW_CODEC_SUFFIXES = (
     "_cuvid",
@@ -25,7 +25,7 @@ HW_CODEC_SUFFIXES = (
 
 
 def report(out: Callable[[str], None] = print) -> int:
-    from pipeline import __version__
+    from vapipe import __version__
 
     out(f"vapipe {__version__}, Python {platform.python_version()}, {platform.platform()}")
     _onnxruntime(out)
@@ -60,7 +60,7 @@ def _onnxruntime(out: Callable[[str], None]) -> None:
 def _opencl(out: Callable[[str], None]) -> None:
     out("\nOpenCL")
     try:
-        from .opencl_letterbox import (
+        from vapipe.stages.preprocess.opencl import (
             LetterboxProgram,
             OpenCLUnavailable,
             list_devices,

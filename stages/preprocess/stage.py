@@ -16,13 +16,12 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from pipeline.errors import ConfigError
-from pipeline.frame import Frame
-from pipeline.registry import register
-from pipeline.stage import BatchStage, ParallelConfig, StageContext
-
-from .geometry import Letterbox, letterbox_for
-from .infer import InferStage, ModelInput
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
+from vapipe.stages.infer.stage import InferStage, ModelInput
+from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +96,7 @@ class PreprocessStage(BatchStage):
         )
 
     def _open_opencl(self) -> None:
-        from .opencl_letterbox import OpenCLLetterbox, OpenCLUnavailable, TensorSpec
+        from vapipe.stages.preprocess.opencl import OpenCLLetterbox, OpenCLUnavailable, TensorSpec
 
         cfg = self.config
         conv = TensorSpec(

@@ -11,10 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.errors import MissingDependencyError, PipelineError
-
-from .backends import ModelInfo
-from .batching import make_batch_dynamic
+from vapipe.pipeline.errors import MissingDependencyError, PipelineError
+from vapipe.stages.infer.backends import ModelInfo
+from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stages import providers as eps
-from stages.backends import padded_size
-from stages.onnx_backend import OnnxBackend
-
-from ..conftest import asset
+from tests.conftest import asset
+from vapipe.stages.infer.backends import padded_size
+from vapipe.stages.infer.backends import providers as eps
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
 
 def backend(path: Path, **kwargs: object) -> OnnxBackend:

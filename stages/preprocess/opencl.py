@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .geometry import Letterbox, letterbox_for
-from .resize_tables import tables
+from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
+from vapipe.stages.preprocess.resize_tables import tables
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,11 @@ def select_device(kind: str = "auto", platform: str | None = None) -> Any:
 
 
 def _source() -> str:
-    return files("stages").joinpath("kernels/letterbox.cl").read_text(encoding="utf-8")
+    return (
+        files("vapipe.stages.preprocess")
+        .joinpath("kernels/letterbox.cl")
+        .read_text(encoding="utf-8")
+    )
 
 
 _programs: dict[tuple[int, str], Any] = {}

@@ -6,9 +6,9 @@ import cv2
 import numpy as np
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.stage import StageContext
-from stages.preprocess import PreprocessConfig, PreprocessStage
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.stage import StageContext
+from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 
 
 def make_stage(**config: object) -> PreprocessStage:

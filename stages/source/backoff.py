@@ -6,7 +6,7 @@ import random
 
 from pydantic import Field
 
-from pipeline.stage import StageConfig
+from vapipe.pipeline.stage import StageConfig
 
 
 class ReconnectConfig(StageConfig):

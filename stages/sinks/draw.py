@@ -7,7 +7,7 @@ import colorsys
 import cv2
 import numpy as np
 
-from .detections import Detections
+from vapipe.stages.detections import Detections
 
 
 def class_color(class_id: int) -> tuple[int, int, int]:

@@ -9,11 +9,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pipeline.cli import _MaskingFormatter
-from pipeline.urls import mask_credentials
-from stages.av_input import input_spec, webcam_device
-from stages.backoff import Backoff, ReconnectConfig
-from stages.source import SourceConfig, VideoSource
+from vapipe.pipeline.cli import _MaskingFormatter
+from vapipe.pipeline.urls import mask_credentials
+from vapipe.stages.source.backoff import Backoff, ReconnectConfig
+from vapipe.stages.source.inputs import input_spec, webcam_device
+from vapipe.stages.source.stage import SourceConfig, VideoSource
 
 
 @pytest.mark.parametrize(
@@ -74,8 +74,8 @@ def test_rtsp_options() -> None:
 
 
 def test_missing_webcam_is_a_config_error(tmp_path) -> None:
-    from pipeline.errors import ConfigError
-    from pipeline.stage import StageContext
+    from vapipe.pipeline.errors import ConfigError
+    from vapipe.pipeline.stage import StageContext
 
     source = VideoSource("cam", SourceConfig(uri="webcam:9"))
     with pytest.raises(ConfigError, match=r"webcam not found: /dev/video9"):
@@ -113,7 +113,7 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> Non
     import time
     from types import SimpleNamespace
 
-    from stages.source import StreamStalled
+    from vapipe.stages.source.stage import StreamStalled
 
     video, audio = SimpleNamespace(index=0), SimpleNamespace(index=1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.errors import ConfigError
+from vapipe.pipeline.errors import ConfigError
 
 
 def output_path(template: str, source_id: str) -> Path:

@@ -19,15 +19,14 @@ from typing import Any, Literal
 import av
 from pydantic import Field
 
-from pipeline.assets import resolve_media
-from pipeline.errors import ConfigError, PipelineError
-from pipeline.frame import Frame, Message, StreamInfo
-from pipeline.registry import register
-from pipeline.stage import SourceStage, StageConfig, StageContext
-from pipeline.urls import mask_credentials
-
-from .av_input import InputSpec, input_spec, is_network, webcam_device
-from .backoff import Backoff, ReconnectConfig
+from vapipe.pipeline.assets import resolve_media
+from vapipe.pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline.frame import Frame, Message, StreamInfo
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import SourceStage, StageConfig, StageContext
+from vapipe.pipeline.urls import mask_credentials
+from vapipe.stages.source.backoff import Backoff, ReconnectConfig
+from vapipe.stages.source.inputs import InputSpec, input_spec, is_network, webcam_device
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,9 @@
-"""COCO's 80 class names, in the order YOLO models are trained with."""
+"""Class names of a model: a names file, the ONNX ``names`` metadata, or COCO's 80."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
 
 COCO_NAMES: tuple[str, ...] = (
     "person",
@@ -82,3 +87,21 @@ COCO_NAMES: tuple[str, ...] = (
     "hair drier",
     "toothbrush",
 )
+
+
+def class_names(metadata: Mapping[str, str], names_file: str | None) -> tuple[str, ...]:
+    """From a names file (one per line), else ONNX ``names`` metadata, else COCO."""
+    if names_file:
+        with open(names_file, encoding="utf-8") as handle:
+            return tuple(line.strip() for line in handle if line.strip())
+    raw = metadata.get("names")
+    if raw:
+        try:
+            parsed = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return tuple(str(parsed[key]) for key in sorted(parsed))
+        if isinstance(parsed, list | tuple):
+            return tuple(str(name) for name in parsed)
+    return COCO_NAMES

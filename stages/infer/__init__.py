@@ -1,0 +1,1 @@
+"""The infer stage: YOLO heads, class names, and the inference backends."""

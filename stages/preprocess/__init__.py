@@ -1,0 +1,1 @@
+"""The preprocess stage: letterbox geometry, the numpy path and the OpenCL kernel."""

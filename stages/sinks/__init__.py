@@ -1,0 +1,1 @@
+"""Sinks: annotated video, JSON-lines events; drawing and output paths."""

@@ -1,0 +1,1 @@
+"""The source stage: files, still images, network streams and webcams; reconnect backoff."""
