@@ -62,7 +62,7 @@ def run(
         tensor, box = pre.tensor(image)
         output = session.run(None, {input_name: tensor[None]})[0]
         (found,) = decode(Family.YOLOX, output, 416, 416)
-        detections = nms.select(found, (), box)
+        detections = nms.select(found, box)
         annotated = draw_detections(image, detections)
         out_frame = av.VideoFrame.from_ndarray(annotated, format="bgr24")
         out_frame.pts = frames

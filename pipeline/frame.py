@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # the framework never imports stages at run time; these are the contracts
+    from vapipe.stages.detections import Detections
+    from vapipe.stages.preprocess.geometry import Letterbox
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,6 @@ class StreamInfo:
     rate: Fraction | None
     """Frames per second (the container's average rate), None when unknown."""
     frame_count: int | None = None
-    duration_s: float | None = None
     live: bool = False
 
 
@@ -44,9 +47,10 @@ class Frame:
     stream: StreamInfo
     tensor: np.ndarray | None = None
     """The model input for this frame (CHW), written by preprocess."""
-    letterbox: Any = None
+    letterbox: Letterbox | None = None
     """How the image was mapped to the model input, to map boxes back."""
-    detections: Any = None
+    detections: Detections | None = None
+    """Candidates in model-input pixels after infer; detections in frame pixels after nms."""
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:

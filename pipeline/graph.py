@@ -37,19 +37,15 @@ class Graph:
     def successors(self, name: str) -> list[str]:
         return [edge.dst for edge in self.edges if edge.src == name]
 
-    def predecessors(self, name: str) -> list[str]:
-        return [edge.src for edge in self.edges if edge.dst == name]
-
-    def reachable(self, name: str, *, downstream: bool = True) -> list[str]:
+    def downstream_of(self, name: str) -> list[str]:
         """Nodes reachable from ``name`` (excluded), nearest first."""
-        step = self.successors if downstream else self.predecessors
         seen: list[str] = []
-        frontier = deque(step(name))
+        frontier = deque(self.successors(name))
         while frontier:
             current = frontier.popleft()
             if current not in seen:
                 seen.append(current)
-                frontier.extend(step(current))
+                frontier.extend(self.successors(current))
         return seen
 
 

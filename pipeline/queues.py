@@ -53,7 +53,6 @@ class QueueStats:
 
     size: int
     leaky: str
-    puts: int = 0
     high_water: int = 0
     dropped: int = 0
     dropped_by_source: Counter[str] | None = None
@@ -85,7 +84,6 @@ class LinkQueue:
                 raise Aborted(self.name)
             if inbox.discarding:
                 return False
-            self.stats.puts += 1
             if len(self._items) >= self.size:
                 if self.leaky is Leaky.UPSTREAM:
                     self._count_drop(item)

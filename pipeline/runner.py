@@ -178,10 +178,7 @@ class Runner:
             node = self._nodes[name]
             context = StageContext(
                 name=name,
-                downstream=[self._nodes[n].stage for n in self.graph.reachable(name)],
-                upstream=[
-                    self._nodes[n].stage for n in self.graph.reachable(name, downstream=False)
-                ],
+                downstream=[self._nodes[n].stage for n in self.graph.downstream_of(name)],
             )
             try:
                 node.stage.open(context)

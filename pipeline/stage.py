@@ -35,8 +35,6 @@ class StageContext:
     name: str
     downstream: Sequence[Stage] = field(default_factory=list)
     """Stages reachable downstream, nearest first (already open)."""
-    upstream: Sequence[Stage] = field(default_factory=list)
-    """Stages upstream, nearest first (not yet open)."""
 
     def find_downstream(self, kind: type) -> Any:
         """The nearest downstream stage that is an instance of ``kind``, or None."""

@@ -1,7 +1,13 @@
-"""Detections of one frame as parallel numpy arrays, checked once on construction."""
+"""Detections of one frame as parallel numpy arrays, checked once on construction.
+
+The same container carries a model's candidates (in model-input pixels, before NMS) and the
+final detections (in frame pixels, after NMS and tracking): select with ``dets[mask]`` or
+``dets[indices]``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,18 +17,23 @@ import numpy as np
 @dataclass(frozen=True)
 class Detections:
     xyxy: np.ndarray
-    """float32, N x 4, in original frame pixels (model-input pixels before NMS maps them)."""
+    """float32, N x 4: model-input pixels from the infer node, frame pixels after NMS."""
     score: np.ndarray
     """float32, N."""
     class_id: np.ndarray
     """int32, N."""
     names: Sequence[str] = ()
-    """Class names indexed by class id."""
+    """Class names indexed by class id: the model's own tuple, shared, never copied."""
     track_id: np.ndarray | None = None
     """int64, N, once a tracker has run."""
+    suppressed: bool = False
+    """True when non-maximum suppression has already happened (end-to-end heads do it in
+    the model); NMS then only filters by score."""
 
     def __post_init__(self) -> None:
         count = len(self.score)
+        if self.score.shape != (count,):
+            raise ValueError(f"score: expected shape ({count},), got {self.score.shape}")
         if self.xyxy.shape != (count, 4):
             raise ValueError(f"xyxy: expected shape ({count}, 4), got {self.xyxy.shape}")
         if self.class_id.shape != (count,):
@@ -41,13 +52,17 @@ class Detections:
 
     def __getitem__(self, index: np.ndarray | slice) -> Detections:
         """Boolean mask or index array: ``dets[keep]``."""
-        return Detections(
-            self.xyxy[index],
-            self.score[index],
-            self.class_id[index],
-            self.names,
-            None if self.track_id is None else self.track_id[index],
+        return dataclasses.replace(
+            self,
+            xyxy=self.xyxy[index],
+            score=self.score[index],
+            class_id=self.class_id[index],
+            track_id=None if self.track_id is None else self.track_id[index],
         )
+
+    def replace(self, **changes: object) -> Detections:
+        """A copy with some fields changed (checked again): ``dets.replace(xyxy=mapped)``."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def class_name(self, class_id: int) -> str:
         return self.names[class_id] if 0 <= class_id < len(self.names) else str(class_id)

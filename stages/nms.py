@@ -10,10 +10,12 @@ from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import ParallelConfig, Stage
 from vapipe.stages.detections import Detections
-from vapipe.stages.infer.heads import Candidates
+from vapipe.stages.preprocess.geometry import Letterbox
 
 
 class NmsConfig(ParallelConfig):
+    """Score threshold, IoU threshold and limits of the ``nms`` node."""
+
     conf: float = Field(0.25, ge=0, le=1)
     """Minimum score kept."""
     iou: float = Field(0.45, ge=0, le=1)
@@ -72,39 +74,37 @@ def nms(
 
 @register("nms")
 class NmsStage(Stage):
+    """Keeps the confident boxes, suppresses overlaps (per class) and maps boxes to frame
+    pixels."""
+
     Config = NmsConfig
     config: NmsConfig
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        candidates: Candidates | None = frame.meta.pop("candidates", None)
-        if candidates is None:
-            raise PipelineError("frame has no candidates: link an infer node before this nms node")
-        frame.detections = self.select(
-            candidates, frame.meta.get("class_names", ()), frame.letterbox
-        )
+        if frame.detections is None:
+            raise PipelineError("frame has no detections: link an infer node before this nms node")
+        frame.detections = self.select(frame.detections, frame.letterbox)
         return (frame,)
 
-    def select(self, found: Candidates, names: tuple[str, ...], letterbox: object) -> Detections:
+    def select(self, found: Detections, letterbox: Letterbox | None) -> Detections:
+        """The kept detections of ``found`` (model-input pixels), best first, in frame pixels."""
         cfg = self.config
-        mask = found.scores >= cfg.conf
+        mask = found.score >= cfg.conf
         if cfg.classes is not None:
-            mask &= np.isin(found.class_ids, cfg.classes)
+            mask &= np.isin(found.class_id, cfg.classes)
         index = np.flatnonzero(mask)
         if index.size > cfg.max_candidates:
-            index = index[np.argsort(-found.scores[index], kind="stable")[: cfg.max_candidates]]
-        boxes, scores, class_ids = found.boxes[index], found.scores[index], found.class_ids[index]
-        if found.suppressed:
-            keep = np.argsort(-scores, kind="stable")[: cfg.max_det]
+            index = index[np.argsort(-found.score[index], kind="stable")[: cfg.max_candidates]]
+        dets = found[index]
+        if dets.suppressed:
+            keep = np.argsort(-dets.score, kind="stable")[: cfg.max_det]
         else:
-            keep = nms(
-                boxes, scores, cfg.iou, None if cfg.class_agnostic else class_ids, cfg.max_det
-            )
-        boxes = boxes[keep]
-        if letterbox is not None:
-            boxes = letterbox.to_frame(boxes)  # type: ignore[attr-defined]
-        return Detections(
-            boxes.astype(np.float32),
-            scores[keep].astype(np.float32),
-            class_ids[keep].astype(np.int32),
-            names,
+            class_ids = None if cfg.class_agnostic else dets.class_id
+            keep = nms(dets.xyxy, dets.score, cfg.iou, class_ids, cfg.max_det)
+        dets = dets[keep]
+        xyxy = dets.xyxy if letterbox is None else letterbox.to_frame(dets.xyxy)
+        return dets.replace(
+            xyxy=xyxy.astype(np.float32, copy=False),
+            score=dets.score.astype(np.float32, copy=False),
+            class_id=dets.class_id.astype(np.int32, copy=False),
         )

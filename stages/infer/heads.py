@@ -1,7 +1,7 @@
 """Decoders for the common YOLO output layouts, and detection of which one a model has.
 
-Every decoder returns, per image, candidate boxes in model-input pixels (xyxy), the best
-class score and its class id. NMS and mapping back to the frame happen downstream.
+Every decoder returns, per image, candidate :class:`Detections` in model-input pixels (xyxy,
+best class score, its class id). NMS and mapping back to the frame happen downstream.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from enum import StrEnum
 from functools import cache
 
 import numpy as np
+
+from vapipe.stages.detections import Detections
 
 
 class Family(StrEnum):
@@ -26,24 +28,12 @@ class Family(StrEnum):
 
 
 @dataclass(frozen=True)
-class Candidates:
-    """Decoded, unsuppressed boxes of one image, in model-input pixels."""
-
-    boxes: np.ndarray
-    scores: np.ndarray
-    class_ids: np.ndarray
-    suppressed: bool = False
-    """True when the model already did NMS (end-to-end heads)."""
-
-
-@dataclass(frozen=True)
 class Conventions:
     """How a family expects its input tensor."""
 
     color: str  # "bgr" | "rgb"
     scale: float
     placement: str  # "center" | "top-left"
-    pad_value: int = 114
 
 
 def conventions(family: Family) -> Conventions:
@@ -98,16 +88,18 @@ def layout_problem(family: Family, output_shape: Sequence[int | str | None]) -> 
     return None
 
 
-def decode(family: Family, output: np.ndarray, input_w: int, input_h: int) -> list[Candidates]:
-    """Decode a batched raw output into per-image candidates."""
+def decode(
+    family: Family, output: np.ndarray, input_w: int, input_h: int, names: Sequence[str] = ()
+) -> list[Detections]:
+    """Decode a batched raw output into per-image candidates, carrying the model's names."""
     output = np.asarray(output, dtype=np.float32)
     if family is Family.YOLOX:
-        return [_decode_yolox(image, input_w, input_h) for image in output]
+        return [_decode_yolox(image, input_w, input_h, names) for image in output]
     if family is Family.YOLOV5:
-        return [_decode_objectness(image) for image in output]
+        return [_decode_objectness(image, names) for image in output]
     if family is Family.YOLOV8:
-        return [_decode_yolov8(image) for image in output]
-    return [_decode_end2end(image) for image in output]
+        return [_decode_yolov8(image, names) for image in output]
+    return [_decode_end2end(image, names) for image in output]
 
 
 @cache
@@ -122,7 +114,9 @@ def _yolox_grid(input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(grids).astype(np.float32), np.concatenate(strides).astype(np.float32)
 
 
-def _decode_yolox(image: np.ndarray, input_w: int, input_h: int) -> Candidates:
+def _decode_yolox(
+    image: np.ndarray, input_w: int, input_h: int, names: Sequence[str]
+) -> Detections:
     grid, stride = _yolox_grid(input_w, input_h)
     if image.shape[0] != grid.shape[0]:
         raise ValueError(
@@ -132,32 +126,36 @@ def _decode_yolox(image: np.ndarray, input_w: int, input_h: int) -> Candidates:
     centres = (image[:, :2] + grid) * stride
     sizes = np.exp(image[:, 2:4]) * stride
     scores = image[:, 4:5] * image[:, 5:]
-    return _best_class(_cxcywh_to_xyxy(np.concatenate((centres, sizes), axis=1)), scores)
+    return _best_class(_cxcywh_to_xyxy(np.concatenate((centres, sizes), axis=1)), scores, names)
 
 
-def _decode_objectness(image: np.ndarray) -> Candidates:
+def _decode_objectness(image: np.ndarray, names: Sequence[str]) -> Detections:
     scores = image[:, 4:5] * image[:, 5:]
-    return _best_class(_cxcywh_to_xyxy(image[:, :4]), scores)
+    return _best_class(_cxcywh_to_xyxy(image[:, :4]), scores, names)
 
 
-def _decode_yolov8(image: np.ndarray) -> Candidates:
-    return _best_class(_cxcywh_to_xyxy(image[:4].T), image[4:].T)
+def _decode_yolov8(image: np.ndarray, names: Sequence[str]) -> Detections:
+    return _best_class(_cxcywh_to_xyxy(image[:4].T), image[4:].T, names)
 
 
-def _decode_end2end(image: np.ndarray) -> Candidates:
-    return Candidates(
-        boxes=np.ascontiguousarray(image[:, :4]),
-        scores=np.ascontiguousarray(image[:, 4]),
-        class_ids=image[:, 5].astype(np.int32),
+def _decode_end2end(image: np.ndarray, names: Sequence[str]) -> Detections:
+    return Detections(
+        xyxy=np.ascontiguousarray(image[:, :4]),
+        score=np.ascontiguousarray(image[:, 4]),
+        class_id=image[:, 5].astype(np.int32),
+        names=names,
         suppressed=True,
     )
 
 
-def _best_class(boxes: np.ndarray, scores: np.ndarray) -> Candidates:
+def _best_class(boxes: np.ndarray, scores: np.ndarray, names: Sequence[str]) -> Detections:
     class_ids = scores.argmax(axis=1).astype(np.int32)
     best = np.take_along_axis(scores, class_ids[:, None], axis=1)[:, 0]
-    return Candidates(
-        boxes=boxes, scores=np.ascontiguousarray(best, dtype=np.float32), class_ids=class_ids
+    return Detections(
+        xyxy=boxes,
+        score=np.ascontiguousarray(best, dtype=np.float32),
+        class_id=class_ids,
+        names=names,
     )
 
 

@@ -75,7 +75,6 @@ class ModelInput:
     color: str
     scale: float
     placement: str
-    pad_value: int
     dtype: np.dtype
 
 
@@ -106,7 +105,7 @@ class InferStage(BatchStage):
         self.names = class_names(info.metadata, cfg.names_file)
         conv = conventions(self.family)
         self.model_input = ModelInput(
-            width, height, conv.color, conv.scale, conv.placement, conv.pad_value, info.input_dtype
+            width, height, conv.color, conv.scale, conv.placement, info.input_dtype
         )
         log.info(
             "%s: %s (%s, %dx%d, max_batch %d) on %s",
@@ -172,10 +171,11 @@ class InferStage(BatchStage):
         if self.backend is None:
             raise PipelineError("the model is not loaded (the node was closed)")
         output = self.backend.run(as_batch([frame.tensor for frame in items]))
-        candidates = decode(self.family, output, self.model_input.width, self.model_input.height)
+        candidates = decode(
+            self.family, output, self.model_input.width, self.model_input.height, self.names
+        )
         for frame, found in zip(items, candidates, strict=True):
-            frame.meta["candidates"] = found
-            frame.meta["class_names"] = self.names
+            frame.detections = found
         return items
 
     def close(self) -> None:

@@ -9,7 +9,6 @@ is copied: the kernel reads the frame where the host wrote it.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,8 +19,6 @@ import numpy as np
 
 from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
 from vapipe.stages.preprocess.resize_tables import tables
-
-log = logging.getLogger(__name__)
 
 
 class OpenCLUnavailable(RuntimeError):

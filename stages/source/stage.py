@@ -153,9 +153,6 @@ class VideoSource(SourceStage):
         if self.spec.kind == "webcam" and self.config.fps:
             rate = Fraction(self.config.fps).limit_denominator(1001)
         count = 1 if still else (video.frames or None)
-        duration = None
-        if video.duration is not None and video.time_base is not None:
-            duration = float(video.duration * video.time_base)
         self.stream_info = StreamInfo(
             source_id=self.source_id,
             uri=self.display_uri,
@@ -163,7 +160,6 @@ class VideoSource(SourceStage):
             height=video.codec_context.height,
             rate=Fraction(rate) if rate else None,
             frame_count=None if (self.live or self.config.loop) else count,
-            duration_s=duration,
             live=self.live,
         )
         log.info(

@@ -169,7 +169,7 @@ type = "test-collect"
 """
     built = parse(text)
     assert sorted(built.successors("mid")) == ["out1", "out2"]
-    assert sorted(built.predecessors("mid")) == ["a", "b"]
+    assert sorted(edge.src for edge in built.edges if edge.dst == "mid") == ["a", "b"]
     assert built.order.index("mid") > max(built.order.index("a"), built.order.index("b"))
 
 

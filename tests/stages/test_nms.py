@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vapipe.stages.infer.heads import Candidates
+from vapipe.stages.detections import Detections
 from vapipe.stages.nms import NmsConfig, NmsStage, nms
 from vapipe.stages.preprocess.geometry import letterbox_for
 
@@ -64,15 +64,16 @@ def test_nms_stage_filters_and_maps_back_to_frame_pixels() -> None:
     stage = NmsStage("nms", NmsConfig(conf=0.5, iou=0.5, max_det=2))
     # A 200x100 frame in a 100x100 YOLOX input: scale 0.5, top-left, no padding offset.
     box = letterbox_for(200, 100, 100, 100, "top-left")
-    found = Candidates(
-        boxes=np.array(
+    found = Detections(
+        xyxy=np.array(
             [[10, 10, 20, 20], [11, 11, 21, 21], [50, 20, 60, 40], [0, 0, 5, 5], [70, 10, 90, 30]],
             np.float32,
         ),
-        scores=np.array([0.9, 0.8, 0.7, 0.4, 0.6], np.float32),
-        class_ids=np.array([0, 0, 2, 0, 1], np.int32),
+        score=np.array([0.9, 0.8, 0.7, 0.4, 0.6], np.float32),
+        class_id=np.array([0, 0, 2, 0, 1], np.int32),
+        names=("a", "b", "c"),
     )
-    dets = stage.select(found, ("a", "b", "c"), box)
+    dets = stage.select(found, box)
     assert dets.score.tolist() == pytest.approx([0.9, 0.7]), "conf, NMS or max_det is off"
     assert dets.xyxy.tolist() == [[20, 20, 40, 40], [100, 40, 120, 80]]
     assert [r["class_name"] for r in dets.to_records()] == ["a", "c"]

@@ -8,12 +8,9 @@ left alone. The result is then checked once against the original on random input
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

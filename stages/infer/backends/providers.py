@@ -7,11 +7,8 @@ the CPU provider always ends the list, so a node that no accelerator takes still
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 ALIASES: dict[str, str] = {
     "migraphx": "MIGraphXExecutionProvider",

@@ -21,11 +21,11 @@ def test_yolox_grid_decode_by_hand() -> None:
     (found,) = decode(Family.YOLOX, raw, width, height)
     # centre = (offset + cell) * stride; size = exp(raw) * stride
     # anchor 9: centre (12, 10), size (16, 8) -> (4, 6, 20, 14), score 0.8 * 0.9, class 1
-    np.testing.assert_allclose(found.boxes[9], [4, 6, 20, 14], atol=1e-5)
-    assert found.class_ids[9] == 1 and found.scores[9] == pytest.approx(0.72)
+    np.testing.assert_allclose(found.xyxy[9], [4, 6, 20, 14], atol=1e-5)
+    assert found.class_id[9] == 1 and found.score[9] == pytest.approx(0.72)
     # anchor 69: centre (16, 16), size (16, 48) -> (8, -8, 24, 40), score 0.5 * 0.6, class 0
-    np.testing.assert_allclose(found.boxes[69], [8, -8, 24, 40], atol=1e-5)
-    assert found.class_ids[69] == 0 and found.scores[69] == pytest.approx(0.3)
+    np.testing.assert_allclose(found.xyxy[69], [8, -8, 24, 40], atol=1e-5)
+    assert found.class_id[69] == 0 and found.score[69] == pytest.approx(0.3)
     assert not found.suppressed
 
 
@@ -34,21 +34,21 @@ def test_yolov8_decode_by_hand() -> None:
     raw[1, :4, 2] = [100, 50, 20, 10]  # cx, cy, w, h
     raw[1, 4:, 2] = [0.1, 0.2, 0.95]
     first, second = decode(Family.YOLOV8, raw, 640, 640)
-    assert first.scores.max() == 0
-    np.testing.assert_allclose(second.boxes[2], [90, 45, 110, 55])
-    assert second.class_ids[2] == 2 and second.scores[2] == pytest.approx(0.95)
+    assert first.score.max() == 0
+    np.testing.assert_allclose(second.xyxy[2], [90, 45, 110, 55])
+    assert second.class_id[2] == 2 and second.score[2] == pytest.approx(0.95)
 
 
 def test_yolov5_and_end2end_decode_by_hand() -> None:
     raw = np.zeros((1, 3, 5 + 2), np.float32)
     raw[0, 1] = [10, 20, 4, 8, 0.5, 0.2, 0.8]
     (found,) = decode(Family.YOLOV5, raw, 32, 32)
-    np.testing.assert_allclose(found.boxes[1], [8, 16, 12, 24])
-    assert found.class_ids[1] == 1 and found.scores[1] == pytest.approx(0.4)
+    np.testing.assert_allclose(found.xyxy[1], [8, 16, 12, 24])
+    assert found.class_id[1] == 1 and found.score[1] == pytest.approx(0.4)
     e2e = np.array([[[1, 2, 3, 4, 0.9, 7], [0, 0, 0, 0, 0.0, 0]]], np.float32)
     (found,) = decode(Family.END2END, e2e, 640, 640)
-    assert found.suppressed and found.class_ids.tolist() == [7, 0]
-    np.testing.assert_allclose(found.boxes[0], [1, 2, 3, 4])
+    assert found.suppressed and found.class_id.tolist() == [7, 0]
+    np.testing.assert_allclose(found.xyxy[0], [1, 2, 3, 4])
 
 
 @pytest.mark.parametrize(

@@ -217,8 +217,9 @@ def test_detections_agree_between_backends(device, model: str) -> None:
                     infer.backend.run(tensor[None]),
                     infer.model_input.width,
                     infer.model_input.height,
+                    infer.names,
                 )
-                results[name].append(nms.select(found, infer.names, box))
+                results[name].append(nms.select(found, box))
     assert sum(map(len, results["numpy"])) > 20
     assert matched_fraction(results["numpy"], results["opencl"]) >= 0.97
     assert matched_fraction(results["opencl"], results["numpy"]) >= 0.97
