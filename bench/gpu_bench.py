@@ -172,26 +172,20 @@ def torch_part(repeats: int) -> dict[str, Any]:
 def torch_model(model: str, size: int, scale: float, repeats: int) -> list[dict[str, Any]]:
     import torch
 
+    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
     from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
     from vapipe.stages.infer.backends.pytorch import TorchBackend
 
     runs = []
     path = str(resolve_model(model))
     reference = OnnxBackend(
-        path,
-        name="ref",
-        providers=["cpu"],
-        provider_options={},
-        fp16=False,
-        cache_dir=None,
-        threads=0,
-        max_batch=2,
+        path, name="ref", config=OnnxRuntimeConfig(providers=["cpu"]), max_batch=2
     )
     sample = np.random.default_rng(0).random((2, 3, size, size), dtype=np.float32) * scale
     expected = reference.run(sample)
     for fp16 in (False, True):
         try:
-            backend = TorchBackend(path, name="det", device="cuda", fp16=fp16)
+            backend = TorchBackend(path, name="det", config=TorchConfig(device="cuda", fp16=fp16))
         except Exception as exc:  # e.g. refused by the load-time check against onnxruntime
             runs.append({"model": model, "fp16": fp16, "error": f"{type(exc).__name__}: {exc}"})
             continue

@@ -25,7 +25,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -112,7 +112,10 @@ def parse(text: str, file: str = "<config>", overrides: Iterable[str] = ()) -> C
             f"invalid TOML: {message}", file=file, line=int(match.group(1)) if match else None
         ) from None
 
-    for override in overrides:
+    # A type set from the command line starts its table afresh (keys of the old type would
+    # not fit the new one), so those go first and the other overrides land on top.
+    ordered = sorted(overrides, key=lambda o: not o.partition("=")[0].strip().endswith(".type"))
+    for override in ordered:
         _apply_override(raw, override, file)
     raw = _expand_env(raw, file, text, path=())
 
@@ -148,7 +151,10 @@ def parse(text: str, file: str = "<config>", overrides: Iterable[str] = ()) -> C
             QueueSettings, table, file, text, table=f'queues."{link_name}"'
         )
 
-    nodes = {name: _node_spec(name, table, file, text) for name, table in nodes_raw.items()}
+    try:
+        nodes = {name: _node_spec(name, table, file, text) for name, table in nodes_raw.items()}
+    except ConfigError as exc:
+        raise _blame_override(exc, ordered) from None
     return ConfigSpec(file, settings, nodes, links, links_line, queues, text)
 
 
@@ -198,13 +204,26 @@ def _validate(
         return model.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"]) or None
-        top_key = str(error["loc"][0]) if error["loc"] else None
+        owner, loc = _walk(model, error["loc"])
+        key = ".".join(loc) or None
         if error["type"] == "extra_forbidden":
-            owner = _model_at(model, error["loc"][:-1])
             valid = [field for field in owner.model_fields if field != "type"]
-            unknown = str(error["loc"][-1]) if error["loc"] else ""
+            unknown = loc[-1] if loc else ""
             message = f"unknown key{_suggest(unknown, valid)}; valid keys: {', '.join(valid)}"
+            kind = _type_tag(owner)
+            if kind:
+                message = f"not a key of type '{kind}'{message.removeprefix('unknown key')}"
+            elif (home := _table_holding(owner, unknown)) is not None:
+                message += f" ('{unknown}' belongs in the '{home}' table)"
+        elif error["type"] == "unknown_type":
+            tags = _union_tags(owner, loc[-1])
+            given = error.get("input")
+            given = given.get("type") if isinstance(given, dict) else given
+            message = (
+                f"unknown type {given!r}{_suggest(str(given), tags)}; valid: {', '.join(tags)}"
+            )
+            loc = [*loc, "type"]
+            key = ".".join(loc)
         elif error["type"] == "missing":
             message = "missing required key"
         else:
@@ -212,25 +231,65 @@ def _validate(
                 f"{error['msg'][0].lower()}{error['msg'][1:]}, got {_describe(error.get('input'))}"
             )
         line = None
-        if len(error["loc"]) > 1:  # a key of a sub-table such as [nodes.cam.reconnect]
+        if len(loc) > 1:  # a key of a sub-table such as [nodes.cam.reconnect]
             parent = f"nodes.{node}" if node else (table or "")
-            sub_table = ".".join([parent, *(str(p) for p in error["loc"][:-1])])
-            line = find_line(text, None, str(error["loc"][-1]), table=sub_table)
-        line = line or find_line(text, node, top_key, table=table)
+            line = find_line(text, None, loc[-1], table=".".join([parent, *loc[:-1]]))
+        line = line or find_line(text, node, loc[0] if loc else None, table=table)
         if table and not node:
             key = f"{table}.{key}" if key else table
         raise ConfigError(message, file=file, line=line, node=node, key=key) from None
 
 
-def _model_at(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel]:
-    """The (nested) config class that ``path`` leads to, e.g. a source's ``reconnect`` table."""
-    for part in path:
-        field = model.model_fields.get(str(part))
-        annotation = field.annotation if field else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+def _walk(model: type[BaseModel], path: tuple[Any, ...]) -> tuple[type[BaseModel], list[str]]:
+    """The (nested) config class that an error's ``path`` leads to, and the path as the user
+    wrote it: pydantic puts the tag of a typed table (``backend``'s ``torch``) into the path."""
+    shown: list[str] = []
+    parts = [str(part) for part in path]
+    while parts:
+        part = parts.pop(0)
+        shown.append(part)
+        field = model.model_fields.get(part)
+        if field is None or not parts:
             break
-        model = annotation
-    return model
+        members = _models_of(field.annotation)
+        if len(members) > 1 and parts[0] in members:
+            model = members[parts.pop(0)]
+        elif len(members) == 1:
+            model = next(iter(members.values()))
+        else:
+            break
+    shown.extend(parts)
+    return model, shown
+
+
+def _models_of(annotation: Any) -> dict[str, type[BaseModel]]:
+    """Config classes an annotation admits, by their ``type`` tag (or name when untagged)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {_type_tag(annotation) or annotation.__name__: annotation}
+    found: dict[str, type[BaseModel]] = {}
+    for arg in get_args(annotation):
+        found.update(_models_of(arg))
+    return found
+
+
+def _type_tag(model: type[BaseModel]) -> str | None:
+    """The ``type`` literal of one member of a typed table (``torch``), else None."""
+    field = model.model_fields.get("type")
+    values = get_args(field.annotation) if field else ()
+    return str(values[0]) if len(values) == 1 else None
+
+
+def _union_tags(model: type[BaseModel], field_name: str) -> list[str]:
+    field = model.model_fields.get(field_name)
+    return list(_models_of(field.annotation)) if field else []
+
+
+def _table_holding(model: type[BaseModel], key: str) -> str | None:
+    """The sub-table of ``model`` where ``key`` is valid (a key written one level too high)."""
+    for name, field in model.model_fields.items():
+        if any(key in member.model_fields for member in _models_of(field.annotation).values()):
+            return name
+    return None
 
 
 def _describe(value: Any) -> str:
@@ -275,10 +334,28 @@ def _apply_override(raw: dict[str, Any], override: str, file: str) -> None:
         )
     target = nodes[parts[0]]
     for part in parts[1:-1]:
+        if len(parts) > 2 and parts[-1] == "type" and part == parts[-2]:
+            target[part] = {}  # NODE.TABLE.type=X: a fresh table of that type
+        elif isinstance(target.get(part), str):
+            target[part] = {"type": target[part]}  # backend = "torch" shorthand, then a key
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
             raise ConfigError(f"--set {override}: '{part}' is not a table", file=file)
     target[parts[-1]] = value
+
+
+def _blame_override(error: ConfigError, overrides: list[str]) -> ConfigError:
+    """An error in a value given with --set names that --set, not a line of the file."""
+    if error.node is None or error.key is None:
+        return error
+    wanted = f"{error.node}.{error.key}".removesuffix(".type")
+    for override in reversed(overrides):
+        path = "".join(override.partition("=")[0].split())
+        if path == wanted or path.removesuffix(".type") == wanted:
+            return ConfigError(
+                error.message, file=f"--set {override}", node=error.node, key=error.key
+            )
+    return error
 
 
 def _expand_env(value: Any, file: str, text: str, path: tuple[str, ...]) -> Any:

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vapipe.pipeline.assets import model_entry, resolve_model
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
-from vapipe.stages.infer.backends import Backend
+from vapipe.stages.infer.backends import Backend, load_backend
+from vapipe.stages.infer.backends.config import BackendConfig, OnnxRuntimeConfig
 from vapipe.stages.infer.heads import (
     Family,
     conventions,
@@ -28,36 +29,30 @@ log = logging.getLogger(__name__)
 
 
 class InferConfig(StageConfig):
+    """The model, its head, batching and the backend that runs it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("backend"), str):
+            return {**data, "backend": {"type": data["backend"]}}
+        return data
+
     model: str
     """A manifest name (``yolox-nano``, ``yolov8n``) or a path to an ONNX file."""
     family: Literal["auto", "yolox", "yolov5", "yolov8", "end2end"] = "auto"
     """The output layout; ``auto`` reads the output shape and ONNX metadata."""
     names_file: str | None = None
     """Class names, one per line; default: the model's ``names`` metadata, else COCO."""
-    backend: Literal["onnxruntime", "torch"] = "onnxruntime"
-    """``torch`` runs the ONNX file on PyTorch's device via onnx2torch (extra ``torch``)."""
-    providers: str | list[str] = "auto"
-    """Execution providers in order of preference (``migraphx``, ``rocm``, ``tensorrt``,
-    ``cuda``, ``openvino``, ``cpu`` or full names), or ``auto`` for that order. Unavailable
-    ones are skipped with a warning; CPU always ends the list."""
-    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per provider options, e.g. ``{ migraphx = { migraphx_fp16_enable = 1 } }``."""
-    fp16: bool = False
-    """Half precision where the provider supports it (MIGraphX, TensorRT, OpenVINO; torch)."""
-    cache_dir: str | None = None
-    """Compiled-model cache for MIGraphX / TensorRT / OpenVINO, so restarts do not recompile."""
-    io_binding: Literal["auto", "on", "off"] = "auto"
-    """ONNX Runtime IO binding; ``auto`` uses it on every provider but the CPU."""
-    device: str = "auto"
-    """Torch device for ``backend = "torch"`` (``cuda``, ``cuda:1``, ``cpu``); ``auto`` picks
-    the GPU when there is one (ROCm builds of PyTorch call it ``cuda`` too)."""
+    backend: BackendConfig = Field(default_factory=OnnxRuntimeConfig)
+    """The ``[nodes.NAME.backend]`` table: ``type = "onnxruntime"`` (default; ``providers``,
+    ``provider_options``, ``fp16``, ``cache_dir``, ``io_binding``, ``threads``) or
+    ``type = "torch"`` (``device``, ``fp16``). ``backend = "torch"`` is short for the table."""
     max_batch: int = Field(1, ge=1, le=256)
     """Frames per inference call, from any sources. A model exported with a fixed batch of 1
     is made batch-dynamic when that provably keeps its outputs, else run frame by frame."""
     batch_timeout_ms: float = Field(5.0, ge=0)
     """How long to wait for a batch to fill after its first frame."""
-    threads: int = Field(0, ge=0)
-    """ONNX Runtime intra-op threads per call; 0 lets ONNX Runtime choose (one per core)."""
     workers: int = Field(1, ge=1, le=16)
     """Inference calls in flight at once, each from its own thread on one shared session. On
     CPUs, ``workers = cores`` with ``threads = 1`` keeps every core on useful work; on a GPU,
@@ -91,7 +86,7 @@ class InferStage(BatchStage):
         self.max_batch = cfg.max_batch
         self.batch_timeout_s = cfg.batch_timeout_ms / 1000.0
         path = resolve_model(cfg.model)
-        self.backend = self._load(str(path))
+        self.backend = load_backend(str(path), self.name, cfg.backend, cfg.max_batch)
         info = self.backend.info
         width, height = (list(info.input_shape) + [None] * 4)[3:1:-1]
         if cfg.input_size:
@@ -116,26 +111,6 @@ class InferStage(BatchStage):
             height,
             cfg.max_batch,
             self.backend.device,
-        )
-
-    def _load(self, path: str) -> Backend:
-        cfg = self.config
-        if cfg.backend == "torch":
-            from vapipe.stages.infer.backends.pytorch import TorchBackend
-
-            return TorchBackend(path, name=self.name, device=cfg.device, fp16=cfg.fp16)
-        from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
-
-        return OnnxBackend(
-            path,
-            name=self.name,
-            providers=cfg.providers,
-            provider_options=cfg.provider_options,
-            fp16=cfg.fp16,
-            cache_dir=cfg.cache_dir,
-            threads=cfg.threads,
-            max_batch=cfg.max_batch,
-            io_binding=cfg.io_binding,
         )
 
     def _family(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vapipe.stages.infer.backends.config import BackendConfig
 
 
 @dataclass
@@ -40,3 +43,14 @@ def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
     if not sizes:
         return count
     return next((size for size in sizes if size >= count), sizes[-1])
+
+
+def load_backend(path: str, name: str, config: BackendConfig, max_batch: int) -> Backend:
+    """The backend that ``config.type`` names, with ``path`` loaded and verified."""
+    if config.type == "torch":
+        from vapipe.stages.infer.backends.pytorch import TorchBackend
+
+        return TorchBackend(path, name=name, config=config)
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+
+    return OnnxBackend(path, name=name, config=config, max_batch=max_batch)

@@ -15,6 +15,7 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import ModelInfo, padded_size
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic, outputs_agree
+from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -29,21 +30,18 @@ class OnnxBackend:
         path: str,
         *,
         name: str,
-        providers: str | list[str],
-        provider_options: dict[str, dict[str, Any]],
-        fp16: bool,
-        cache_dir: str | None,
-        threads: int,
+        config: OnnxRuntimeConfig,
         max_batch: int,
-        io_binding: str = "auto",
     ) -> None:
         import onnxruntime as ort
+
+        fp16, cache_dir, threads = config.fp16, config.cache_dir, config.threads
 
         self._ort = ort
         self.name = name
         available = ort.get_available_providers()
         names, options, skipped = eps.choose(
-            providers, available, provider_options, fp16=fp16, cache_dir=cache_dir
+            config.providers, available, config.provider_options, fp16=fp16, cache_dir=cache_dir
         )
         for provider in skipped:
             log.warning(
@@ -93,8 +91,8 @@ class OnnxBackend:
             )
         else:
             self.batch_sizes = None
-        self.use_io_binding = io_binding == "on" or (
-            io_binding == "auto" and self.device != eps.CPU
+        self.use_io_binding = config.io_binding == "on" or (
+            config.io_binding == "auto" and self.device != eps.CPU
         )
         self._output_name = model_out.name
         self.placement = {} if on_cpu_only else self._placement(self.session)

@@ -14,6 +14,7 @@ import numpy as np
 from vapipe.pipeline.errors import MissingDependencyError, PipelineError
 from vapipe.stages.infer.backends import ModelInfo
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
+from vapipe.stages.infer.backends.config import TorchConfig
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,8 @@ log = logging.getLogger(__name__)
 class TorchBackend:
     batch_sizes: tuple[int, ...] | None = None
 
-    def __init__(self, path: str, *, name: str, device: str, fp16: bool) -> None:
+    def __init__(self, path: str, *, name: str, config: TorchConfig) -> None:
+        device, fp16 = config.device, config.fp16
         try:
             import onnx
             import torch

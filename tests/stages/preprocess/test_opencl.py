@@ -197,7 +197,7 @@ def matched_fraction(first, second) -> float:
 
 @pytest.mark.parametrize("model", ["yolox-nano", "yolov8n"])
 def test_detections_agree_between_backends(device, model: str) -> None:
-    infer = InferStage("det", InferConfig(model=model, threads=2))
+    infer = InferStage("det", InferConfig(model=model, backend={"threads": 2}))
     infer.open(StageContext("det"))
     nms = NmsStage("nms", NmsConfig(conf=0.25))
     context = StageContext("pre", downstream=[infer])

@@ -11,21 +11,13 @@ import pytest
 from tests.conftest import asset
 from vapipe.stages.infer.backends import padded_size
 from vapipe.stages.infer.backends import providers as eps
+from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
 
-def backend(path: Path, **kwargs: object) -> OnnxBackend:
-    options = {
-        "name": "det",
-        "providers": "auto",
-        "provider_options": {},
-        "fp16": False,
-        "cache_dir": None,
-        "threads": 1,
-        "max_batch": 1,
-        **kwargs,
-    }
-    return OnnxBackend(str(path), **options)  # type: ignore[arg-type]
+def backend(path: Path, max_batch: int = 1, **config: object) -> OnnxBackend:
+    settings = OnnxRuntimeConfig.model_validate({"threads": 1, **config})
+    return OnnxBackend(str(path), name="det", config=settings, max_batch=max_batch)
 
 
 def images(count: int, size: int, seed: int = 0) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
+from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
 from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
 torch = pytest.importorskip("torch")
@@ -23,17 +24,10 @@ from vapipe.stages.infer.backends.pytorch import TorchBackend  # noqa: E402
 )
 def test_torch_matches_onnxruntime_in_batches(model: str, size: int, scale: float) -> None:
     path = str(asset("models", model))
-    backend = TorchBackend(path, name="det", device="cpu", fp16=False)
+    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu"))
     assert backend.max_error < 1e-3 and backend.device.startswith("torch:cpu")
     reference = OnnxBackend(
-        path,
-        name="ref",
-        providers=["cpu"],
-        provider_options={},
-        fp16=False,
-        cache_dir=None,
-        threads=0,
-        max_batch=1,
+        path, name="ref", config=OnnxRuntimeConfig(providers=["cpu"]), max_batch=1
     )
     batch = np.random.default_rng(3).random((3, 3, size, size), dtype=np.float32) * scale
     expected = np.concatenate([reference.run(batch[i : i + 1]) for i in range(3)])

@@ -1,0 +1,70 @@
+"""The ``[nodes.NAME.backend]`` table: one config class per backend type, keyed on ``type``.
+
+A key that belongs to another backend is an error (``device`` under onnxruntime, say), and
+``backend = "torch"`` is short for ``backend = { type = "torch" }``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag
+
+from vapipe.pipeline.stage import StageConfig
+
+
+class OnnxRuntimeConfig(StageConfig):
+    """ONNX Runtime, on the first execution provider available in ``providers``."""
+
+    type: Literal["onnxruntime"] = "onnxruntime"
+    """The backend: ``onnxruntime`` (default) or ``torch``."""
+    providers: str | list[str] = "auto"
+    """Execution providers in order of preference (``migraphx``, ``rocm``, ``tensorrt``,
+    ``cuda``, ``openvino``, ``cpu`` or full names), or ``auto`` for that order. Unavailable
+    ones are skipped with a warning; CPU always ends the list."""
+    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per provider options, passed through as they are, e.g.
+    ``{ migraphx = { migraphx_exhaustive_tune = 0 } }``."""
+    fp16: bool = False
+    """Half precision where the provider supports it (MIGraphX, TensorRT, OpenVINO)."""
+    cache_dir: str | None = None
+    """Compiled-model cache for MIGraphX / TensorRT / OpenVINO, so restarts do not recompile."""
+    io_binding: Literal["auto", "on", "off"] = "auto"
+    """IO binding; ``auto`` uses it on every provider but the CPU."""
+    threads: int = Field(0, ge=0, le=256)
+    """Intra-op threads per call; 0 lets ONNX Runtime choose (one per core)."""
+
+
+class TorchConfig(StageConfig):
+    """PyTorch on its GPU (CUDA or ROCm builds) via onnx2torch: ``pip install 'vapipe[torch]'``."""
+
+    type: Literal["torch"] = "torch"
+    """The backend: ``torch``."""
+    device: str = "auto"
+    """Torch device (``cuda``, ``cuda:1``, ``cpu``); ``auto`` picks the GPU when there is one
+    (ROCm builds of PyTorch call it ``cuda`` too)."""
+    fp16: bool = False
+    """Half precision weights and inputs (checked against onnxruntime at load, looser)."""
+
+
+BACKEND_TYPES: dict[str, type[StageConfig]] = {
+    "onnxruntime": OnnxRuntimeConfig,
+    "torch": TorchConfig,
+}
+
+
+def _backend_type(value: Any) -> str | None:
+    if isinstance(value, dict):
+        kind = value.get("type", "onnxruntime")
+        return kind if isinstance(kind, str) else None
+    return getattr(value, "type", None)
+
+
+BackendConfig = Annotated[
+    Annotated[OnnxRuntimeConfig, Tag("onnxruntime")] | Annotated[TorchConfig, Tag("torch")],
+    Discriminator(
+        _backend_type,
+        custom_error_type="unknown_type",
+        custom_error_message="unknown backend type",
+    ),
+]
