@@ -236,11 +236,13 @@ def doctor_main(argv: list[str]) -> int:
 def stages_main(argv: list[str]) -> int:
     """List stage types with their keys, defaults and documentation."""
     parser = argparse.ArgumentParser(
-        prog="run-pipeline stages", description="List stage types and their config keys."
+        prog="run-pipeline stages",
+        description="List stage types and their config keys (built-ins and plugins).",
     )
     parser.add_argument("type", nargs="?", help="show one type only")
     args = parser.parse_args(argv)
     from vapipe.pipeline import registry
+    from vapipe.pipeline.reference import keys
 
     names = [args.type] if args.type else registry.type_names()
     for name in names:
@@ -251,16 +253,14 @@ def stages_main(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        print(f"[{name}]  {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}")
-        for key, field in cls.Config.model_fields.items():
-            default = (
-                "required"
-                if field.is_required()
-                else f"default {field.get_default(call_default_factory=True)!r}"
-            )
-            doc = " ".join((field.description or "").split())
-            print(f"  {key} ({default}): {doc}")
+        summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        print(f"[{name}]  {summary}")
+        for key in keys(cls.Config):
+            default = f" = {key.default}" if key.default else ""
+            print(f"  {key.key} ({key.type}){default}: {key.doc}")
         print()
+    for plugin, reason in registry.plugin_errors.items():
+        print(f"plugin '{plugin}' failed to load: {reason}")
     return EXIT_OK
 
 

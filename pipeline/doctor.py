@@ -32,7 +32,23 @@ def report(out: Callable[[str], None] = print) -> int:
     _opencl(out)
     _pyav(out)
     _torch(out)
+    _plugins(out)
     return 0
+
+
+def _plugins(out: Callable[[str], None]) -> None:
+    from importlib.metadata import entry_points
+
+    from vapipe.pipeline import registry
+
+    registry.load()
+    out("\nStage plugins (entry-point group vapipe.stages)")
+    found = entry_points(group=registry.ENTRY_POINT_GROUP)
+    if not found:
+        out("  none installed")
+    for entry in found:
+        problem = registry.plugin_errors.get(entry.name)
+        out(f"  {entry.name} ({entry.value}): " + (f"FAILED: {problem}" if problem else "loaded"))
 
 
 def _onnxruntime(out: Callable[[str], None]) -> None:

@@ -151,11 +151,11 @@ class Inbox:
         """The next item from any link (round-robin), or EOS once every link has ended."""
         with self.lock:
             while True:
+                if self.aborted:  # a hard stop leaves what is queued where it is
+                    raise Aborted(self.owner)
                 item = self._pop_any()
                 if item is not None:
                     return item
-                if self.aborted:
-                    raise Aborted(self.owner)
                 self.not_empty.wait(0.25)
 
     def get_batch(self, max_items: int, timeout_s: float) -> tuple[list[Any], bool]:
@@ -171,14 +171,14 @@ class Inbox:
         deadline = time.monotonic() + timeout_s
         with self.lock:
             while len(items) < max_items:
+                if self.aborted:
+                    raise Aborted(self.owner)
                 item = self._pop_any()
                 if item is EOS:
                     return items, True
                 if item is not None:
                     items.append(item)
                     continue
-                if self.aborted:
-                    raise Aborted(self.owner)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break

@@ -131,6 +131,11 @@ class Runner:
             "queues": queues,
         }
 
+    @property
+    def stages(self) -> dict[str, Stage]:
+        """The stage objects by node name, once ``run`` has built them."""
+        return {name: node.stage for name, node in self._nodes.items()}
+
     def queue_depths(self) -> dict[str, int]:
         """Items waiting in each link queue now (for monitoring and benchmarks)."""
         return {

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 
 class PreprocessConfig(ParallelConfig):
+    """Where the work runs; every tensor convention defaults to the model's."""
+
     backend: Literal["numpy", "opencl"] = "numpy"
     """Where the work runs: ``numpy`` (OpenCV on the CPU) or ``opencl`` (one kernel)."""
     device: Literal["auto", "gpu", "cpu"] = "auto"
@@ -53,6 +55,8 @@ class PreprocessConfig(ParallelConfig):
 
 @register("preprocess")
 class PreprocessStage(BatchStage):
+    """Letterboxes each frame into the model's input tensor (numpy, or one OpenCL kernel)."""
+
     Config = PreprocessConfig
     config: PreprocessConfig
 

@@ -15,6 +15,8 @@ from vapipe.stages.sinks.paths import output_path
 
 
 class EventsConfig(StageConfig):
+    """Where the JSON lines go and which frames get one."""
+
     path: str = "-"
     """Output file (``{source_id}`` allowed: one file per source), or ``-`` for stdout."""
     append: bool = False

@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 
 class VideoConfig(StageConfig):
+    """The output file, the encoder and what is drawn."""
+
     path: str = "out/annotated.mp4"
     """Output file; ``{source_id}`` gives one file per source (needed with several sources)."""
     codec: str = "libx264"
@@ -35,7 +37,9 @@ class VideoConfig(StageConfig):
     labels: bool = True
     """Draw class name and score above each box."""
     thickness: int = Field(2, ge=1)
+    """Box line width in pixels."""
     font_scale: float = Field(0.5, gt=0)
+    """Label text size (OpenCV font scale)."""
 
 
 @dataclass
@@ -49,6 +53,8 @@ class _Output:
 
 @register("video")
 class VideoSink(Stage):
+    """Draws detections on each frame and encodes an H.264 video per source."""
+
     Config = VideoConfig
     config: VideoConfig
 

@@ -35,6 +35,8 @@ NETWORK_ERRORS = (av.error.FFmpegError, OSError, TimeoutError)
 
 
 class SourceConfig(StageConfig):
+    """The input, how it is opened, and how a live one is kept alive."""
+
     uri: str
     """A file path, ``sample:NAME`` (people, traffic, horses, dog), ``rtsp://...`` (any URL
     FFmpeg opens), or a webcam: ``webcam:0`` or ``/dev/video0``."""

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -52,22 +52,28 @@ class CountingSource(SourceStage):
 class CollectConfig(ParallelConfig):
     delay_s: float = 0.0
     fail_at: int | None = None
+    fail_in: Literal["open", "flush", "close"] | None = None
     jitter: bool = False
 
 
 @register("test-collect")
 class Collect(Stage):
-    """Records every item and whether it was flushed and closed; can fail at one seq."""
+    """Records every item and whether it was flushed and closed; can fail at one seq, or in
+    open, flush or close."""
 
     Config = CollectConfig
-    instances: ClassVar[dict[str, Collect]] = {}
+    config: CollectConfig
+
+    def __init__(self, name: str, config: CollectConfig) -> None:
+        super().__init__(name, config)
+        self.items: list[Item] = []
+        self.opened = self.closed = self.flushed = False
+        self._lock = threading.Lock()
 
     def open(self, context: Any) -> None:
-        self.items: list[Item] = []
-        self.closed = False
-        self.flushed = False
-        self._lock = threading.Lock()
-        Collect.instances[self.name] = self
+        if self.config.fail_in == "open":
+            raise RuntimeError("cannot open")
+        self.opened = True
 
     def process(self, item: Item) -> tuple[Item]:
         if self.config.fail_at is not None and item.seq == self.config.fail_at:
@@ -83,10 +89,14 @@ class Collect(Stage):
 
     def flush(self) -> tuple[()]:
         self.flushed = True
+        if self.config.fail_in == "flush":
+            raise RuntimeError("flush failed")
         return ()
 
     def close(self) -> None:
         self.closed = True
+        if self.config.fail_in == "close":
+            raise RuntimeError("close failed")
 
 
 class BatchConfig(StageConfig):
@@ -97,13 +107,11 @@ class BatchConfig(StageConfig):
 @register("test-batch")
 class Batcher(BatchStage):
     Config = BatchConfig
-    instances: ClassVar[dict[str, Batcher]] = {}
 
     def open(self, context: Any) -> None:
         self.max_batch = self.config.max_batch
         self.batch_timeout_s = self.config.timeout_ms / 1000
         self.batches: list[list[int]] = []
-        Batcher.instances[self.name] = self
 
     def process_batch(self, items: list[Item]) -> list[Item]:
         self.batches.append([item.seq for item in items])

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import pytest
 
 from tests.pipeline.stubs import Batcher, Collect
@@ -9,9 +13,27 @@ from vapipe.pipeline import config, graph
 from vapipe.pipeline.runner import Runner, RunResult
 
 
-def run(text: str, **kwargs: object) -> RunResult:
+class Ran:
+    """A finished run: its result, and each node's stage object (the stubs record items)."""
+
+    def __init__(self, result: RunResult, runner: Runner) -> None:
+        self.result = result
+        self.runner = runner
+        self.exit_code, self.error, self.stats = result.exit_code, result.error, result.stats
+
+    def collect(self, name: str) -> Collect:
+        stage = self.runner.stages[name]
+        assert isinstance(stage, Collect)
+        return stage
+
+    def seqs(self, name: str) -> list[int]:
+        return [item.seq for item in self.collect(name).items]
+
+
+def run(text: str, on_started: Callable[[Runner], None] | None = None, **kwargs: object) -> Ran:
     built = graph.build(config.parse(text, "t.toml"))
-    return Runner(built, **kwargs).run(handle_signals=False)  # type: ignore[arg-type]
+    runner = Runner(built, **kwargs)  # type: ignore[arg-type]
+    return Ran(runner.run(handle_signals=False, on_started=on_started), runner)
 
 
 def test_eos_flushes_partial_batch_and_holding_stage() -> None:
@@ -23,20 +45,21 @@ count = 10
 [nodes.batch]
 type = "test-batch"
 max_batch = 4
-timeout_ms = 10000
+timeout_ms = 3600000
 [nodes.hold]
 type = "test-hold"
 [nodes.sink]
 type = "test-collect"
 """)
     assert result.exit_code == 0, result.error
-    assert Batcher.instances["batch"].batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], (
-        "the partial batch was not flushed at end-of-stream (or the runner waited the timeout)"
-    )
-    sink = Collect.instances["sink"]
-    assert [item.seq for item in sink.items] == list(range(10)), "held items were not flushed"
+    # With an hour's batch timeout, only end-of-stream can release the last batch (a runner
+    # that waited for it would hit pytest's timeout instead).
+    batcher = result.runner.stages["batch"]
+    assert isinstance(batcher, Batcher)
+    assert batcher.batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], "partial batch not flushed"
+    sink = result.collect("sink")
+    assert result.seqs("sink") == list(range(10)), "held items were not flushed"
     assert sink.flushed and sink.closed
-    assert result.stats["wall_s"] < 5
 
 
 def test_failing_stage_stops_run_with_exit_1_and_downstream_closes() -> None:
@@ -53,9 +76,8 @@ type = "test-collect"
 """)
     assert result.exit_code == 1
     assert str(result.error) == "stage 'bad' (source 'src', seq 5): boom"
-    sink = Collect.instances["sink"]
-    assert [item.seq for item in sink.items] == [0, 1, 2, 3, 4], "items before the error were lost"
-    assert sink.closed and Collect.instances["bad"].closed
+    assert result.seqs("sink") == [0, 1, 2, 3, 4], "items before the error were lost"
+    assert result.collect("sink").closed and result.collect("bad").closed
     assert result.stats["stages"]["src"]["frames"] < 100000, "the source was not stopped"
 
 
@@ -74,10 +96,10 @@ jitter = true
 type = "test-collect"
 """)
     assert result.exit_code == 0, result.error
-    work = Collect.instances["work"]
-    assert sorted(i.seq for i in work.items) == list(range(60))
-    assert [i.seq for i in work.items] != list(range(60)), "workers did not overlap"
-    assert [i.seq for i in Collect.instances["sink"].items] == list(range(60)), "order was lost"
+    work = result.seqs("work")
+    assert sorted(work) == list(range(60))
+    assert work != list(range(60)), "workers did not overlap"
+    assert result.seqs("sink") == list(range(60)), "order was lost"
 
 
 def test_max_frames_stops_each_source() -> None:
@@ -96,16 +118,32 @@ type = "test-collect"
         max_frames=7,
     )
     assert result.exit_code == 0
-    items = Collect.instances["sink"].items
+    items = result.collect("sink").items
     assert sorted((i.source_id, i.seq) for i in items) == sorted(
         [(s, n) for s in ("a", "b") for n in range(7)]
     )
 
 
+def stop_after(items: int, sink: str = "sink") -> Callable[[Runner], None]:
+    """An on_started hook: a thread that asks the runner to stop (as Ctrl-C does) once
+    ``sink`` has handled ``items`` items."""
+
+    def start(runner: Runner) -> None:
+        def watch() -> None:
+            stage = runner.stages[sink]
+            while len(getattr(stage, "items", ())) < items and not runner.stop_requested.is_set():
+                time.sleep(0.005)
+            runner.interrupted = True
+            runner.request_stop("test")
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    return start
+
+
 def test_request_stop_drains_and_reports_interrupt() -> None:
-    built = graph.build(
-        config.parse(
-            """\
+    result = run(
+        """\
 links = ["src ! sink"]
 [nodes.src]
 type = "test-count"
@@ -114,25 +152,120 @@ delay_s = 0.001
 [nodes.sink]
 type = "test-collect"
 """,
-            "t.toml",
-        )
+        on_started=stop_after(20),
     )
-    runner = Runner(built)
-
-    def stop_soon(r: Runner) -> None:
-        import threading
-
-        def stop() -> None:
-            r.interrupted = True
-            r.request_stop("test")
-
-        threading.Timer(0.2, stop).start()
-
-    result = runner.run(handle_signals=False, on_started=stop_soon)
     assert result.exit_code == 130
-    sink = Collect.instances["sink"]
-    assert sink.closed and 0 < len(sink.items) < 100000
-    assert [i.seq for i in sink.items] == list(range(len(sink.items))), "drain lost items"
+    sink = result.collect("sink")
+    assert sink.closed and 20 <= len(sink.items) < 100000
+    assert result.seqs("sink") == list(range(len(sink.items))), "drain lost items"
+
+
+def test_drain_timeout_aborts_a_drain_that_would_take_too_long() -> None:
+    # 40 items queued before a sink that takes 0.2 s each: a full drain needs 8 s; the
+    # 0.3 s drain timeout must abort the queues and drop the rest instead.
+    result = run(
+        """\
+links = ["src ! sink"]
+[pipeline]
+drain_timeout_s = 0.3
+[nodes.src]
+type = "test-count"
+count = 100000
+[nodes.sink]
+type = "test-collect"
+delay_s = 0.2
+[queues."src ! sink"]
+size = 40
+""",
+        on_started=stop_after(1),
+    )
+    assert result.exit_code == 130
+    handled = len(result.collect("sink").items)
+    assert handled < 30, f"{handled} items: the queue was drained, not aborted"
+    assert result.collect("sink").closed
+
+
+@pytest.mark.parametrize("where", ["flush", "close"])
+def test_error_in_flush_or_close_fails_the_run_and_keeps_what_came_before(where: str) -> None:
+    result = run(f"""\
+links = ["src ! bad ! sink"]
+[nodes.src]
+type = "test-count"
+count = 5
+[nodes.bad]
+type = "test-collect"
+fail_in = "{where}"
+[nodes.sink]
+type = "test-collect"
+""")
+    assert result.exit_code == 1
+    assert str(result.error) == f"stage 'bad': {where} failed"
+    assert result.seqs("sink") == [0, 1, 2, 3, 4]
+    assert result.collect("sink").closed and result.collect("bad").closed
+
+
+def test_failing_multi_worker_stage_stops_cleanly_and_keeps_order() -> None:
+    result = run("""\
+links = ["src ! work ! sink"]
+[nodes.src]
+type = "test-count"
+count = 100000
+[nodes.work]
+type = "test-collect"
+workers = 3
+fail_at = 30
+delay_s = 0.001
+jitter = true
+[nodes.sink]
+type = "test-collect"
+""")
+    assert result.exit_code == 1
+    assert str(result.error) == "stage 'work' (source 'src', seq 30): boom"
+    seqs = result.seqs("sink")
+    assert seqs[:30] == list(range(30)), "items before the failure were lost or reordered"
+    assert 30 not in seqs and seqs == sorted(seqs)
+    assert result.collect("sink").closed and result.collect("work").closed
+
+
+def test_a_failed_open_closes_the_stages_already_opened() -> None:
+    result = run("""\
+links = ["src ! bad ! sink"]
+[nodes.src]
+type = "test-count"
+[nodes.bad]
+type = "test-collect"
+fail_in = "open"
+[nodes.sink]
+type = "test-collect"
+""")
+    assert result.exit_code == 1
+    assert str(result.error) == "stage 'bad': cannot open"
+    sink = result.collect("sink")
+    assert sink.opened and sink.closed, "the sink opened before 'bad' was never closed"
+    assert not result.stats["started"]
+
+
+def test_fan_in_is_fair_to_every_link() -> None:
+    # Both sources can fill their links at once; a consumer that always served the first
+    # link would take all of a's items before any of b's.
+    result = run("""\
+links = ["a ! sink", "b ! sink"]
+[nodes.a]
+type = "test-count"
+count = 200
+[nodes.b]
+type = "test-count"
+count = 200
+[nodes.sink]
+type = "test-collect"
+delay_s = 0.0005
+""")
+    assert result.exit_code == 0
+    order = [item.source_id for item in result.collect("sink").items]
+    first_b = order.index("b")
+    assert first_b < 20, f"b waited for {first_b} items of a"
+    window = order[:100]
+    assert 30 <= window.count("b") <= 70, f"unfair split in the first 100: {window.count('b')}"
 
 
 def test_stats_have_queue_high_water_and_fps() -> None:
@@ -169,6 +302,6 @@ delay_s = 0.01
 size = {size}
 """)
     queue = result.stats["queues"]["src ! sink"]
-    received = len(Collect.instances["sink"].items)
+    received = len(result.collect("sink").items)
     assert queue["leaky"] == "downstream"
     assert queue["dropped"] > 0 and received + queue["dropped"] == 40

@@ -84,3 +84,23 @@ def test_centered_letterbox_maps_back_and_clips() -> None:
     assert (box.resized_w, box.resized_h, box.pad_x, box.pad_y) == (640, 360, 0, 140)
     mapped = box.to_frame(np.array([[0, 140, 320, 320], [-10, 100, 700, 700]], np.float32))
     assert mapped.tolist() == [[0, 0, 400, 225], [0, 0, 800, 450]]
+
+
+@pytest.mark.parametrize("class_ids", [None, np.array([3, 3])])
+def test_overlap_exactly_at_the_threshold_is_kept(class_ids: np.ndarray | None) -> None:
+    # IoU of these two boxes is exactly 1/2 in binary floating point: only overlaps
+    # strictly above the threshold suppress (the common definition: torchvision, OpenCV).
+    boxes = np.array([[0, 0, 2, 1], [0, 0, 1, 1]], np.float32)
+    scores = np.array([0.9, 0.8], np.float32)
+    assert nms(boxes, scores, 0.5, class_ids).tolist() == [0, 1]
+    assert nms(boxes, scores, 0.4999, class_ids).tolist() == [0]
+
+
+def test_score_exactly_at_conf_is_kept() -> None:
+    stage = NmsStage("nms", NmsConfig(conf=0.5))
+    found = Detections(
+        xyxy=np.array([[0, 0, 10, 10], [20, 20, 30, 30]], np.float32),
+        score=np.array([0.5, np.nextafter(np.float32(0.5), np.float32(0))], np.float32),
+        class_id=np.array([0, 0], np.int32),
+    )
+    assert stage.select(found, None).score.tolist() == [0.5]

@@ -1,0 +1,94 @@
+"""The configuration reference, read off the config classes: every key of every stage type
+(sub-tables and typed tables included) with its type, default and documentation. It feeds
+``run-pipeline stages``."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    key: str
+    """Dotted from the node's table: ``reconnect.max_s``, ``backend[torch].device``."""
+    type: str
+    default: str
+    doc: str
+
+
+def keys(model: type[BaseModel], prefix: str = "") -> Iterator[KeyDoc]:
+    """Every key of ``model``, a table's keys right after the table's own line."""
+    for name, field in model.model_fields.items():
+        members = _table_models(field.annotation)
+        if len(members) == 1:
+            yield KeyDoc(prefix + name, "table", "", _doc(field))
+            yield from keys(members[0], f"{prefix}{name}.")
+        elif members:
+            yield KeyDoc(prefix + name, "table, by type", "", _doc(field))
+            for member in members:
+                tag = typing.get_args(member.model_fields["type"].annotation)[0]
+                yield from keys(member, f"{prefix}{name}[{tag}].")
+        else:
+            yield KeyDoc(prefix + name, _type_name(field.annotation), _default(field), _doc(field))
+
+
+def _table_models(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found.extend(_table_models(arg))
+    return found
+
+
+def _doc(field: FieldInfo) -> str:
+    return " ".join((field.description or "").split())
+
+
+def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "unset"
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    return toml_value(value)
+
+
+def toml_value(value: Any) -> str:
+    """A Python value written as TOML would write it (``true``, ``"tcp"``, ``[1, 2]``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args if a is not type(None))
+    if origin is list:
+        return f"array of {_type_name(args[0])}" if args else "array"
+    if origin is dict:
+        return "table"
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    names = {bool: "boolean", int: "integer", float: "float", str: "string"}
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
