@@ -221,6 +221,7 @@ class Runner:
         for node in self._nodes.values():
             for thread in node.threads:
                 thread.start()
+        log.debug("started %d stage threads", sum(len(n.threads) for n in self._nodes.values()))
 
     # -- stage threads ------------------------------------------------------------------
 
