@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -76,12 +75,6 @@ def rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 SLOW_EXTRA = """
@@ -167,15 +160,16 @@ def main() -> None:
             "scenarios": [],
         }
         for name in ("normal", "slow_sink"):
-            port = free_port()
             server = subprocess.Popen(
-                ["/usr/bin/python3", str(REPO / "tests/rtsp_server.py"), str(port), str(clip)],
+                ["/usr/bin/python3", str(REPO / "tests/rtsp_server.py"), "0", str(clip)],
                 stdout=subprocess.PIPE,
                 text=True,
             )
             try:
-                if server.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+                ready = server.stdout.readline().split()  # type: ignore[union-attr]
+                if not ready or ready[0] != "ready":
                     raise SystemExit("the RTSP server did not start")
+                port = int(ready[1])
                 row = scenario(name, f"rtsp://127.0.0.1:{port}/stream", args.seconds, Path(tmp))
             finally:
                 server.kill()

@@ -1,7 +1,8 @@
 """A local RTSP server for the tests: serves one H.264 MP4 at rtsp://127.0.0.1:PORT/stream.
 
 Runs with Debian's Python and GStreamer (python3-gi, gir1.2-gst-rtsp-server-1.0, the good and
-bad plugin sets): ``/usr/bin/python3 tests/rtsp_server.py PORT CLIP``. Prints ``ready`` once
+bad plugin sets): ``/usr/bin/python3 tests/rtsp_server.py PORT CLIP``. PORT 0 lets the server
+bind a free port itself (no race with another process); it prints ``ready PORT`` once
 listening. Frames are sent at the clip's own pace, SPS/PPS with every keyframe (so a client that
 reconnects can decode again); the stream ends when the clip does.
 """
@@ -30,7 +31,7 @@ def main() -> None:
     server.get_mount_points().add_factory("/stream", factory)
     if server.attach(None) == 0:
         sys.exit(f"cannot listen on 127.0.0.1:{port}")
-    print("ready", flush=True)
+    print(f"ready {server.get_bound_port()}", flush=True)
     GLib.MainLoop().run()
 
 

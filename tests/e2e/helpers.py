@@ -71,3 +71,27 @@ def probe_video(path: Path) -> dict[str, Any]:
             "duration": float(last.pts * last.time_base) + 1 / float(rate),
             "container_duration": container.duration / 1e6 if container.duration else None,
         }
+
+
+def make_clip(path: Path, frames: int, width: int = 160, height: int = 120, rate: int = 25) -> Path:
+    """An H.264 clip of a bright bar moving across a dark frame, made with PyAV."""
+    import numpy as np
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = (
+            width - width % 2,
+            height - height % 2,
+            "yuv420p",
+        )
+        stream.options = {"g": "10"}
+        for index in range(frames):
+            image = np.full((height, width, 3), 30, np.uint8)
+            left = (index * 4) % max(width - 20, 1)
+            image[:, left : left + 20] = 220
+            picture = av.VideoFrame.from_ndarray(image, format="bgr24")
+            for packet in stream.encode(picture.reformat(stream.width, stream.height)):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path

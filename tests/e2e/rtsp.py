@@ -18,6 +18,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def free_port() -> int:
+    """A port nothing listens on now: for tests that need a refused connection."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 class RtspServer:
     def __init__(self, clip: Path, port: int | None = None) -> None:
-        self.clip, self.port = clip, port or free_port()
+        self.clip, self.port = clip, port or 0  # 0: the server binds a free port itself
         self.process: subprocess.Popen[str] | None = None
 
     @property
@@ -59,11 +60,12 @@ class RtspServer:
         line = ""
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()  # type: ignore[union-attr]
-            if line.strip() == "ready" or not line:
+            if line.startswith("ready") or not line:
                 break
-        if line.strip() != "ready":
+        if not line.startswith("ready"):
             self.kill()
             pytest.fail(f"RTSP server did not start: {self.process.stderr.read()[-500:]}")  # type: ignore[union-attr]
+        self.port = int(line.split()[1])
         return self
 
     def kill(self) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
+from tests.e2e.helpers import REPO, cli, probe_video, read_events, read_lines, spawn, wait_for
 from tests.e2e.rtsp import black_hole, free_port, rtsp_server
 
 RTSP_CONFIG = REPO / "configs" / "rtsp.toml"
@@ -74,9 +74,8 @@ def test_rtsp_in_events_out_credentials_masked(tmp_path: Path, people_mp4: Path)
 
 
 def test_server_killed_and_restarted_reconnects(tmp_path: Path, people_mp4: Path) -> None:
-    port = free_port()
     events_path = tmp_path / "out/cam.jsonl"
-    with rtsp_server(people_mp4, port) as server:
+    with rtsp_server(people_mp4) as server:
         pipeline = start(
             "--set",
             f"cam.uri={with_credentials(server.url)}",
@@ -91,7 +90,7 @@ def test_server_killed_and_restarted_reconnects(tmp_path: Path, people_mp4: Path
         killed_at = time.time()
         wait_for(lambda: '"source_down"' in events_path.read_text(), 20, "source_down")
         time.sleep(max(0.0, 5 - (time.time() - killed_at)))
-    with rtsp_server(people_mp4, port):
+    with rtsp_server(people_mp4, server.port):  # the camera comes back where it was
         wait_for(lambda: '"source_up"' in events_path.read_text(), 30, "source_up")
         up_line = next(i for i, line in enumerate(read_lines(events_path)) if "source_up" in line)
         wait_for(
@@ -111,6 +110,11 @@ def test_server_killed_and_restarted_reconnects(tmp_path: Path, people_mp4: Path
     pts = [e["pts"] for e in frames_of(events)]
     assert all(b > a for a, b in itertools.pairwise(pts)), "pts went backwards"
     assert "s3cr" not in stderr and "s3cr" not in events_path.read_text()
+    # The recording survives the drop: every frame that reached the sinks is in it, in order,
+    # and its timeline keeps the outage (the frames' own pts).
+    video = probe_video(tmp_path / "out/cam.mp4")
+    assert video["frames"] == len(frames_of(events))
+    assert video["duration"] >= pts[-1] - pts[0], "the outage was squeezed out of the video"
 
 
 def test_server_that_never_comes_up_gives_up_with_a_clear_error(tmp_path: Path) -> None:
