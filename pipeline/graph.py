@@ -6,9 +6,10 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
 
-from vapipe.pipeline.config import ConfigSpec, NodeSpec, _normalise_link, _suggest
+from vapipe.pipeline.config import ConfigSpec, NodeSpec, normalise_link
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import SourceStage
+from vapipe.pipeline.validation import suggest
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def build(spec: ConfigSpec) -> Graph:
         for name in names:
             if name not in spec.nodes:
                 raise spec.error(
-                    f"link '{chain}' names undefined node '{name}'{_suggest(name, spec.nodes)}",
+                    f"link '{chain}' names undefined node '{name}'{suggest(name, spec.nodes)}",
                     line=spec.links_line,
                     key="links",
                 )
@@ -98,7 +99,7 @@ def build(spec: ConfigSpec) -> Graph:
 
 
 def _edge(spec: ConfigSpec, src: str, dst: str) -> Edge:
-    settings = spec.queues.get(_normalise_link(f"{src} ! {dst}"))
+    settings = spec.queues.get(normalise_link(f"{src} ! {dst}"))
     size = settings.size if settings and settings.size else spec.settings.queue_size
     if settings and settings.leaky:
         leaky = Leaky(settings.leaky)

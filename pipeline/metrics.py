@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.queues import LinkQueue
+
 SAMPLES_KEPT = 100_000
 """Per-item timings kept per stage (the newest); enough for stable percentiles on long runs."""
 
@@ -124,3 +126,16 @@ def format_table(stats: dict[str, Any]) -> str:
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+def queue_summary(link: LinkQueue, consumer: str) -> dict[str, Any]:
+    """One link queue's settings and counters, as the stats file reports them."""
+    return {
+        "src": link.name.split(" ! ")[0],
+        "dst": consumer,
+        "size": link.size,
+        "leaky": link.leaky.value,
+        "high_water": link.stats.high_water,
+        "dropped": link.stats.dropped,
+        "dropped_by_source": dict(link.stats.dropped_by_source or {}),
+    }

@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from vapipe.pipeline.validation import table_models
+
 
 @dataclass(frozen=True)
 class KeyDoc:
@@ -27,26 +29,16 @@ class KeyDoc:
 def keys(model: type[BaseModel], prefix: str = "") -> Iterator[KeyDoc]:
     """Every key of ``model``, a table's keys right after the table's own line."""
     for name, field in model.model_fields.items():
-        members = _table_models(field.annotation)
+        members = table_models(field.annotation)
         if len(members) == 1:
             yield KeyDoc(prefix + name, "table", "", _doc(field))
-            yield from keys(members[0], f"{prefix}{name}.")
+            yield from keys(next(iter(members.values())), f"{prefix}{name}.")
         elif members:
             yield KeyDoc(prefix + name, "table, by type", "", _doc(field))
-            for member in members:
-                tag = typing.get_args(member.model_fields["type"].annotation)[0]
+            for tag, member in members.items():
                 yield from keys(member, f"{prefix}{name}[{tag}].")
         else:
             yield KeyDoc(prefix + name, _type_name(field.annotation), _default(field), _doc(field))
-
-
-def _table_models(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    found: list[type[BaseModel]] = []
-    for arg in typing.get_args(annotation):
-        found.extend(_table_models(arg))
-    return found
 
 
 def _doc(field: FieldInfo) -> str:

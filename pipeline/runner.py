@@ -15,14 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any, cast
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph
-from vapipe.pipeline.metrics import StageMetrics
+from vapipe.pipeline.metrics import StageMetrics, queue_summary
 from vapipe.pipeline.queues import EOS, Aborted, Inbox, LinkQueue
+from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.stage import BatchStage, SourceStage, Stage, StageContext
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Runner:
         opened = self._open_all()
         if opened is not None:
             return self._result(opened)
-        restore = self._install_signals() if handle_signals else None
+        restore = install_stop_signals(self._on_signal) if handle_signals else None
         try:
             self._start_threads()
             if on_started:
@@ -109,19 +109,11 @@ class Runner:
             except Exception as exc:  # stats must never mask the run's real outcome
                 log.debug("stats of %s failed: %s", name, exc)
             stages[name] = entry
-        queues = {}
-        for name, node in self._nodes.items():
-            for link in node.inbox.links if node.inbox else ():
-                src = link.name.split(" ! ")[0]
-                queues[link.name] = {
-                    "src": src,
-                    "dst": name,
-                    "size": link.size,
-                    "leaky": link.leaky.value,
-                    "high_water": link.stats.high_water,
-                    "dropped": link.stats.dropped,
-                    "dropped_by_source": dict(link.stats.dropped_by_source or {}),
-                }
+        queues = {
+            link.name: queue_summary(link, name)
+            for name, node in self._nodes.items()
+            for link in (node.inbox.links if node.inbox else ())
+        }
         wall = self._wall_s or (time.monotonic() - self._started_at)
         return {
             "pipeline": self.graph.spec.settings.name or os.path.basename(self.graph.spec.file),
@@ -399,20 +391,8 @@ class Runner:
         stats["started"] = any(node.threads for node in self._nodes.values())
         return RunResult(code, self._error, stats)
 
-    def _install_signals(self) -> Callable[[], None] | None:
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            if self.interrupted:
-                os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
-            self.interrupted = True
-            self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
+    def _on_signal(self, signum: int) -> None:
+        if self.interrupted:
+            os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
+        self.interrupted = True
+        self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 # Providers that compile the graph per input shape: give them a few fixed batch shapes.
 FIXED_SHAPE_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"]}
+FP16_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"], eps.ALIASES["openvino"]}
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
@@ -35,24 +36,12 @@ class OnnxBackend:
     ) -> None:
         import onnxruntime as ort
 
-        fp16, cache_dir, threads = config.fp16, config.cache_dir, config.threads
-
         self._ort = ort
         self.name = name
-        available = ort.get_available_providers()
-        names, options, skipped = eps.choose(
-            config.providers, available, config.provider_options, fp16=fp16, cache_dir=cache_dir
-        )
-        for provider in skipped:
-            log.warning(
-                "%s: %s is not in this onnxruntime build (available: %s); skipped",
-                name,
-                provider,
-                ", ".join(available),
-            )
-        if cache_dir:
-            os.makedirs(cache_dir, exist_ok=True)
-        self._names, self._options, self._threads = names, options, threads
+        names, options = self._providers(config)
+        if config.cache_dir:
+            os.makedirs(config.cache_dir, exist_ok=True)
+        self._names, self._options, self._threads = names, options, config.threads
         self.batch_mode = "fixed"
         probe = self._session(path, [eps.CPU], [{}])
         first = probe.get_inputs()[0]
@@ -66,11 +55,7 @@ class OnnxBackend:
         on_cpu_only = names == [eps.CPU]
         self.session = on_cpu if on_cpu_only else self._session(model, names, options, profile=True)
         self.device = self.session.get_providers()[0]
-        if fp16 and self.device not in (
-            eps.ALIASES["migraphx"],
-            eps.ALIASES["tensorrt"],
-            eps.ALIASES["openvino"],
-        ):
+        if config.fp16 and self.device not in FP16_PROVIDERS:
             log.warning(
                 "%s: fp16 is not applied on %s (use a float16 model there)", name, self.device
             )
@@ -83,19 +68,40 @@ class OnnxBackend:
             list(model_out.shape),
             dict(meta),
         )
-        if self.batch_mode in ("fixed", "frame-by-frame"):
-            self.batch_sizes: tuple[int, ...] | None = (fixed_batch or 1,)
-        elif self.device in FIXED_SHAPE_PROVIDERS:
-            self.batch_sizes = tuple(
-                sorted({*(2**i for i in range(8) if 2**i < max_batch), max_batch})
-            )
-        else:
-            self.batch_sizes = None
+        self.batch_sizes = self._batch_sizes(fixed_batch, max_batch)
         self.use_io_binding = config.io_binding == "on" or (
             config.io_binding == "auto" and self.device != eps.CPU
         )
         self._output_name = model_out.name
         self.placement = {} if on_cpu_only else self._placement(self.session)
+
+    def _providers(self, config: OnnxRuntimeConfig) -> tuple[list[str], list[dict[str, Any]]]:
+        """The providers to try, in order, with their options; unavailable ones are logged."""
+        available = self._ort.get_available_providers()
+        names, options, skipped = eps.choose(
+            config.providers,
+            available,
+            config.provider_options,
+            fp16=config.fp16,
+            cache_dir=config.cache_dir,
+        )
+        for provider in skipped:
+            log.warning(
+                "%s: %s is not in this onnxruntime build (available: %s); skipped",
+                self.name,
+                provider,
+                ", ".join(available),
+            )
+        return names, options
+
+    def _batch_sizes(self, fixed_batch: int | None, max_batch: int) -> tuple[int, ...] | None:
+        """Batch shapes the session runs: the fixed one, powers of two up to ``max_batch`` for
+        providers that compile per shape, or None for any."""
+        if self.batch_mode in ("fixed", "frame-by-frame"):
+            return (fixed_batch or 1,)
+        if self.device in FIXED_SHAPE_PROVIDERS:
+            return tuple(sorted({*(2**i for i in range(8) if 2**i < max_batch), max_batch}))
+        return None
 
     def _session(
         self,

@@ -1,0 +1,87 @@
+"""What the command line and the environment change in a config before it is validated:
+``--set NODE.KEY=VALUE`` overrides and ``${VAR}`` / ``${VAR:-default}`` expansion."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from typing import Any
+
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.validation import find_line, suggest
+
+ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
+    """``NODE.KEY=VALUE``: VALUE is a TOML value; an unquoted word is a string."""
+    path, sep, value_text = override.partition("=")
+    parts = [part.strip() for part in path.split(".")]
+    if not sep or len(parts) < 2 or not all(parts):
+        raise ConfigError(f"--set expects NODE.KEY=VALUE, got '{override}'", file=file)
+    try:
+        value = tomllib.loads(f"value = {value_text}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = value_text
+    nodes = raw.setdefault("nodes", {})
+    if parts[0] not in nodes:
+        known = list(nodes)
+        raise ConfigError(
+            f"--set {override}: no node '{parts[0]}'{suggest(parts[0], known)}; "
+            f"nodes: {', '.join(known)}",
+            file=file,
+        )
+    target = nodes[parts[0]]
+    for part in parts[1:-1]:
+        if len(parts) > 2 and parts[-1] == "type" and part == parts[-2]:
+            target[part] = {}  # NODE.TABLE.type=X: a fresh table of that type
+        elif isinstance(target.get(part), str):
+            target[part] = {"type": target[part]}  # backend = "torch" shorthand, then a key
+        target = target.setdefault(part, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"--set {override}: '{part}' is not a table", file=file)
+    target[parts[-1]] = value
+
+
+def blame_override(error: ConfigError, overrides: list[str]) -> ConfigError:
+    """An error in a value given with --set names that --set, not a line of the file."""
+    if error.node is None or error.key is None:
+        return error
+    wanted = f"{error.node}.{error.key}".removesuffix(".type")
+    for override in reversed(overrides):
+        path = "".join(override.partition("=")[0].split())
+        if path == wanted or path.removesuffix(".type") == wanted:
+            return ConfigError(
+                error.message, file=f"--set {override}", node=error.node, key=error.key
+            )
+    return error
+
+
+def expand_env(value: Any, file: str, text: str, path: tuple[str, ...]) -> Any:
+    """``${VAR}`` and ``${VAR:-default}`` in every string value."""
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            found = os.environ.get(name)
+            if found is None or (found == "" and default is not None):
+                if default is None:
+                    node = path[1] if len(path) > 2 and path[0] == "nodes" else None
+                    key = path[-1] if path else None
+                    raise ConfigError(
+                        f"environment variable ${{{name}}} is not set (use ${{{name}:-default}})",
+                        file=file,
+                        line=find_line(text, node, key),
+                        node=node,
+                        key=key,
+                    )
+                return default
+            return found
+
+        return ENV_PATTERN.sub(substitute, value)
+    if isinstance(value, dict):
+        return {key: expand_env(item, file, text, (*path, key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand_env(item, file, text, path) for item in value]
+    return value

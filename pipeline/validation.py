@@ -1,0 +1,168 @@
+"""Config tables validated against their classes, with every error on one line that names
+the file, line, node and key (with a did-you-mean), as the user wrote them."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from typing import Any, get_args
+
+from pydantic import BaseModel, ValidationError
+
+from vapipe.pipeline.errors import ConfigError
+
+
+def validate(
+    model: type[BaseModel],
+    data: Any,
+    file: str,
+    text: str,
+    *,
+    node: str | None = None,
+    table: str | None = None,
+) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"expected a table, got {type(data).__name__}", file=file, node=node, key=table
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        owner, loc = _walk(model, error["loc"])
+        key = ".".join(loc) or None
+        if error["type"] == "extra_forbidden":
+            valid = [field for field in owner.model_fields if field != "type"]
+            unknown = loc[-1] if loc else ""
+            message = f"unknown key{suggest(unknown, valid)}; valid keys: {', '.join(valid)}"
+            kind = _type_tag(owner)
+            if kind:
+                message = f"not a key of type '{kind}'{message.removeprefix('unknown key')}"
+            elif (home := _table_holding(owner, unknown)) is not None:
+                message += f" ('{unknown}' belongs in the '{home}' table)"
+        elif error["type"] == "unknown_type":
+            tags = _union_tags(owner, loc[-1])
+            given = error.get("input")
+            given = given.get("type") if isinstance(given, dict) else given
+            message = f"unknown type {given!r}{suggest(str(given), tags)}; valid: {', '.join(tags)}"
+            loc = [*loc, "type"]
+            key = ".".join(loc)
+        elif error["type"] == "missing":
+            message = "missing required key"
+        else:
+            message = (
+                f"{error['msg'][0].lower()}{error['msg'][1:]}, got {_describe(error.get('input'))}"
+            )
+        line = None
+        if len(loc) > 1:  # a key of a sub-table such as [nodes.cam.reconnect]
+            parent = f"nodes.{node}" if node else (table or "")
+            line = find_line(text, None, loc[-1], table=".".join([parent, *loc[:-1]]))
+        line = line or find_line(text, node, loc[0] if loc else None, table=table)
+        if table and not node:
+            key = f"{table}.{key}" if key else table
+        raise ConfigError(message, file=file, line=line, node=node, key=key) from None
+
+
+def _walk(model: type[BaseModel], path: tuple[Any, ...]) -> tuple[type[BaseModel], list[str]]:
+    """The (nested) config class that an error's ``path`` leads to, and the path as the user
+    wrote it: pydantic puts the tag of a typed table (``backend``'s ``torch``) into the path."""
+    shown: list[str] = []
+    parts = [str(part) for part in path]
+    while parts:
+        part = parts.pop(0)
+        shown.append(part)
+        field = model.model_fields.get(part)
+        if field is None or not parts:
+            break
+        members = table_models(field.annotation)
+        if len(members) > 1 and parts[0] in members:
+            model = members[parts.pop(0)]
+        elif len(members) == 1:
+            model = next(iter(members.values()))
+        else:
+            break
+    shown.extend(parts)
+    return model, shown
+
+
+def table_models(annotation: Any) -> dict[str, type[BaseModel]]:
+    """Config classes an annotation admits, by their ``type`` tag (or name when untagged)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {_type_tag(annotation) or annotation.__name__: annotation}
+    found: dict[str, type[BaseModel]] = {}
+    for arg in get_args(annotation):
+        found.update(table_models(arg))
+    return found
+
+
+def _type_tag(model: type[BaseModel]) -> str | None:
+    """The ``type`` literal of one member of a typed table (``torch``), else None."""
+    field = model.model_fields.get("type")
+    values = get_args(field.annotation) if field else ()
+    return str(values[0]) if len(values) == 1 else None
+
+
+def _union_tags(model: type[BaseModel], field_name: str) -> list[str]:
+    field = model.model_fields.get(field_name)
+    return list(table_models(field.annotation)) if field else []
+
+
+def _table_holding(model: type[BaseModel], key: str) -> str | None:
+    """The sub-table of ``model`` where ``key`` is valid (a key written one level too high)."""
+    for name, field in model.model_fields.items():
+        if any(key in member.model_fields for member in table_models(field.annotation).values()):
+            return name
+    return None
+
+
+def _describe(value: Any) -> str:
+    kind = {
+        bool: "boolean",
+        int: "integer",
+        float: "float",
+        str: "string",
+        list: "array",
+        dict: "table",
+    }.get(type(value), type(value).__name__)
+    shown = repr(value)
+    return f"{kind} {shown[:40]}{'...' if len(shown) > 40 else ''}"
+
+
+def suggest(word: str, valid: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def find_line(
+    text: str, node: str | None, key: str | None, *, table: str | None = None
+) -> int | None:
+    """Best-effort line number of ``[nodes.NODE]`` (or ``[TABLE]``) and of ``key`` in it.
+
+    tomllib keeps no positions, so this scans the text; it returns None where unsure.
+    """
+    if table is not None:
+        wanted = table
+    elif node is not None:
+        wanted = f"nodes.{node}"
+    else:
+        wanted = ""
+    header_line: int | None = None if wanted else 0
+    current = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        header = re.fullmatch(r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?", stripped)
+        if header:
+            current = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", "")
+            if current == wanted.replace('"', ""):
+                header_line = number
+                if key is None:
+                    return number
+            continue
+        if (
+            key is not None
+            and current == wanted.replace('"', "")
+            and re.match(rf"""\s*["']?{re.escape(key)}["']?\s*=""", line)
+        ):
+            return number
+    return header_line or None
