@@ -1,0 +1,90 @@
+"""The install: every package folder is declared, and a built wheel works on its own, under
+the ``vapipe`` import name, with its data files (OpenCL kernel, model manifest)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = {"vapipe": "vapipe", "pipeline": "vapipe.pipeline", "stages": "vapipe.stages"}
+FOLDERS["models"] = "vapipe.models"
+
+
+def declared() -> set[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    return set(project["tool"]["setuptools"]["packages"])
+
+
+def test_every_package_folder_is_declared() -> None:
+    found = set()
+    for folder, package in FOLDERS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO / folder).parts
+            found.add(".".join((package, *parts)))
+    assert found == declared(), f"pyproject.toml packages differ: {found ^ declared()}"
+
+
+def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "dist"), str(REPO)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("vapipe-*.whl")
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
+         str(wheel)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    assert not (site / "pipeline").exists() and not (site / "stages").exists(), (
+        "generic top-level names were installed"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    probe = (
+        "import vapipe, vapipe.stages, vapipe.models, importlib.resources as r;"
+        "print(vapipe.stages.__file__);"
+        "print(r.files('vapipe.stages.preprocess').joinpath('kernels/letterbox.cl').is_file());"
+        "print(sorted(vapipe.models.manifest()['models']))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith(str(site)), f"imported from {lines[0]}, not the wheel"
+    assert lines[1] == "True", "the OpenCL kernel is missing from the wheel"
+    assert "yolox-nano" in lines[2]
+    listed = subprocess.run(
+        [sys.executable, "-m", "vapipe", "stages", "infer"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0 and listed.stdout.startswith("[infer]"), listed.stderr
+
+
+def test_readme_code_map_matches_the_tree() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    mapped = {
+        line.split("`")[1].rstrip("/") for line in section.splitlines() if line.startswith("| `")
+    }
+    for folder in mapped:
+        assert (REPO / folder).is_dir(), f"the code map names {folder}/, which does not exist"
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    top = {path.split("/")[0] for path in tracked if "/" in path and not path.startswith(".")}
+    subpackages = {
+        str(init.parent.relative_to(REPO))
+        for init in (REPO / "stages").rglob("__init__.py")
+        if init.parent != REPO / "stages"
+    }
+    missing = (top | subpackages) - mapped
+    assert not missing, f"folders missing from the README's code map: {sorted(missing)}"
