@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 FILE_CONFIG = REPO / "configs" / "file.toml"
 
 
-def cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path, timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "vapipe", *args],
         cwd=cwd,
@@ -25,6 +27,7 @@ def cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProc
         capture_output=True,
         timeout=timeout,
         check=False,
+        env=env,
     )
 
 

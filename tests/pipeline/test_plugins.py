@@ -7,11 +7,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import av
 import numpy as np
+
+from tests.e2e.helpers import cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "tests" / "plugins" / "vapipe_blur.py"
@@ -45,16 +46,9 @@ def install(site: Path, dist: str, entries: dict[str, str]) -> None:
 
 
 def run(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI with ``site`` (the plugins' install) on the path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
-    return subprocess.run(
-        [sys.executable, "-m", "vapipe", *args],
-        cwd=cwd,
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=240,
-        check=False,
-    )
+    return cli(*args, cwd=cwd, env=env)
 
 
 def frame_of(path: Path) -> np.ndarray:
