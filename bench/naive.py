@@ -22,7 +22,7 @@ from vapipe.stages.infer.heads import Family, decode
 from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 from vapipe.stages.sinks.draw import draw_detections
-from vapipe.stages.sinks.events import iso_time
+from vapipe.stages.sinks.records import iso_time
 
 
 def run(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # the framework never imports stages at run time; these are the contracts
+    from vapipe.stages.analytics.stage import FrameAnalytics
     from vapipe.stages.detections import Detections
     from vapipe.stages.preprocess.geometry import Letterbox
 
@@ -51,6 +52,11 @@ class Frame:
     """How the image was mapped to the model input, to map boxes back."""
     detections: Detections | None = None
     """Candidates in model-input pixels after infer; detections in frame pixels after nms."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """Events this frame caused (``line_cross``, ``zone_enter``...), written after its
+    ``frame`` event by the event sinks."""
+    analytics: FrameAnalytics | None = None
+    """Counts and occupancy at this frame, and the geometry to draw."""
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:

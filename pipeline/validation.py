@@ -50,6 +50,8 @@ def validate(
             key = ".".join(loc)
         elif error["type"] == "missing":
             message = "missing required key"
+        elif error["type"] == "value_error":  # a config class's own check: its message as is
+            message = str(error.get("ctx", {}).get("error", error["msg"]))
         else:
             message = (
                 f"{error['msg'][0].lower()}{error['msg'][1:]}, got {_describe(error.get('input'))}"

@@ -4,6 +4,7 @@ the ``vapipe`` import name, with its data files (OpenCL kernel, model manifest).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -29,9 +30,18 @@ def test_every_package_folder_is_declared() -> None:
 
 
 def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
+    # Built from the tracked files only, so nothing stale or untracked can slip in.
+    tree = tmp_path / "tree"
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in tracked:
+        if (REPO / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, tree / name)
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path / "dist"), str(REPO)],
+         "-w", str(tmp_path / "dist"), str(tree)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-2000:]

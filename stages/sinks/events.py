@@ -1,17 +1,17 @@
-"""JSON-lines events: one ``frame`` event per frame, one object per line, flushed per line."""
+"""JSON-lines events: each frame's ``frame`` event and the events it caused, one object per
+line, flushed per line."""
 
 from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from typing import IO, Any
 
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.detections import Detections
 from vapipe.stages.sinks.paths import output_path
+from vapipe.stages.sinks.records import frame_records, message_record
 
 
 class EventsConfig(StageConfig):
@@ -23,26 +23,6 @@ class EventsConfig(StageConfig):
     """Append to an existing file instead of replacing it."""
     empty_frames: bool = True
     """Write ``frame`` events for frames without detections too."""
-
-
-def iso_time(epoch_s: float) -> str:
-    return (
-        datetime.fromtimestamp(epoch_s, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
-def frame_event(frame: Frame) -> dict[str, Any]:
-    detections: Detections | None = frame.detections
-    return {
-        "event": "frame",
-        "source_id": frame.source_id,
-        "seq": frame.seq,
-        "pts": round(frame.pts, 6),
-        "time": iso_time(frame.capture_time),
-        "detections": detections.to_records() if detections is not None else [],
-    }
 
 
 @register("events")
@@ -77,22 +57,12 @@ class EventsSink(Stage):
         self.lines += 1
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        if self.config.empty_frames or (frame.detections is not None and len(frame.detections)):
-            self.write(frame_event(frame))
-        for event in frame.meta.get("events", ()):
-            self.write(event)
+        for record in frame_records(frame, empty_frames=self.config.empty_frames):
+            self.write(record)
         return (frame,)
 
     def handle_message(self, message: Message) -> tuple[Message]:
-        event: dict[str, Any] = {
-            "event": message.kind,
-            "source_id": message.source_id,
-            "seq": message.seq,
-            "pts": message.pts,
-            "time": iso_time(message.time),
-        }
-        event.update(message.data)
-        self.write(event)
+        self.write(message_record(message))
         return (message,)
 
     def close(self) -> None:

@@ -1,0 +1,1 @@
+"""The analytics stage: counting lines, zones with dwell and crowding, per source."""

@@ -1,0 +1,127 @@
+"""Lines and zones as a config declares them, checked with shapely when the config loads."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import shapely
+from pydantic import Field, model_validator
+from shapely.validation import explain_validity
+
+from vapipe.pipeline.stage import StageConfig
+
+Anchor = Literal[
+    "bottom_center",
+    "center",
+    "top_center",
+    "bottom_left",
+    "bottom_right",
+    "top_left",
+    "top_right",
+    "center_left",
+    "center_right",
+]
+Point = list[float]
+
+
+class LineConfig(StageConfig):
+    """A counting line: a segment that tracked objects' anchor points cross. Looking from
+    ``start`` towards ``end`` on screen, a crossing from the left side to the right side is
+    ``in`` and the other way ``out`` (a line drawn top to bottom counts leftward motion as
+    ``in``)."""
+
+    name: str = Field(min_length=1)
+    """Named in every event and count."""
+    start: Point = Field(min_length=2, max_length=2)
+    """``[x, y]``, in pixels or, with ``normalized = true``, fractions of the frame."""
+    end: Point = Field(min_length=2, max_length=2)
+    """``[x, y]``, the other end."""
+    source: str | None = None
+    """The source_id this line belongs to; default: every source."""
+    classes: list[str] | None = None
+    """Class names counted (``["car", "truck"]``); default: all."""
+    anchor: Anchor | None = None
+    """The point of a box that crosses; default: the node's ``anchor``."""
+    in_label: str = "in"
+    """The name of the left-to-right direction in events and counts (``northbound``...)."""
+    out_label: str = "out"
+    """The name of the right-to-left direction."""
+
+    @model_validator(mode="after")
+    def _has_length(self) -> LineConfig:
+        if self.start == self.end:
+            raise ValueError(f"line '{self.name}': start and end are the same point")
+        if self.in_label == self.out_label:
+            raise ValueError(f"line '{self.name}': in_label and out_label must differ")
+        return self
+
+
+class ZoneConfig(StageConfig):
+    """A zone: a polygon that tracked objects' anchor points enter, stay in and leave."""
+
+    name: str = Field(min_length=1)
+    """Named in every event and in the frame's occupancy."""
+    polygon: list[Point] = Field(min_length=3)
+    """``[[x, y], ...]``, at least three corners, not crossing itself."""
+    source: str | None = None
+    """The source_id this zone belongs to; default: every source."""
+    classes: list[str] | None = None
+    """Class names that count (``["person"]``); default: all."""
+    anchor: Anchor | None = None
+    """The point of a box that must be inside; default: the node's ``anchor``."""
+    dwell_s: float | None = Field(None, gt=0)
+    """A ``zone_dwell`` event when an object stays longer than this, once per visit."""
+    max_objects: int | None = Field(None, ge=0)
+    """``zone_crowded`` when more objects than this are inside, ``zone_clear`` when no more."""
+
+    @model_validator(mode="after")
+    def _is_simple_polygon(self) -> ZoneConfig:
+        if any(len(point) != 2 for point in self.polygon):
+            raise ValueError(f"zone '{self.name}': every corner is [x, y]")
+        polygon = shapely.Polygon(self.polygon)
+        # A bow-tie's halves cancel to no area too: tell it from corners all on one line.
+        if polygon.area <= 0 and shapely.LineString(self.polygon).is_simple:
+            raise ValueError(f"zone '{self.name}': the polygon has no area")
+        if not polygon.is_valid:
+            raise ValueError(f"zone '{self.name}': invalid polygon ({explain_validity(polygon)})")
+        return self
+
+
+class AnalyticsConfig(StageConfig):
+    """Lines and zones, in pixels or normalised 0-1 coordinates, per source or for all."""
+
+    lines: list[LineConfig] = Field(default_factory=list)
+    """Counting lines: ``[{ name = "road", start = [x, y], end = [x, y] }, ...]``."""
+    zones: list[ZoneConfig] = Field(default_factory=list)
+    """Zones: ``[{ name = "bay", polygon = [[x, y], ...], dwell_s = 120 }, ...]``."""
+    normalized: bool = False
+    """Coordinates are fractions of the frame's width and height (0-1), not pixels."""
+    anchor: Anchor = "bottom_center"
+    """The point of each box that lines and zones test (bottom centre: where it stands)."""
+    hysteresis_px: float = Field(4.0, ge=0)
+    """An anchor nearer than this to a line or a zone's edge keeps its previous side, so an
+    object jittering on the line counts once."""
+    lost_s: float = Field(1.0, ge=0)
+    """A track not seen for this long (stream seconds) has left its zones (``zone_exit``
+    with ``reason = "lost"``)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AnalyticsConfig:
+        for kind, items in (("line", self.lines), ("zone", self.zones)):
+            names = [item.name for item in items]
+            for name in names:
+                if names.count(name) > 1:
+                    raise ValueError(f"{kind} '{name}' is declared twice")
+        if self.normalized:
+            for line in self.lines:
+                _check_unit(f"line '{line.name}'", [line.start, line.end])
+            for zone in self.zones:
+                _check_unit(f"zone '{zone.name}'", zone.polygon)
+        if not self.lines and not self.zones:
+            raise ValueError("no lines and no zones: give at least one")
+        return self
+
+
+def _check_unit(what: str, points: list[Point]) -> None:
+    if any(not 0 <= value <= 1 for point in points for value in point):
+        raise ValueError(f"{what}: normalized coordinates must lie within 0-1")

@@ -1,0 +1,59 @@
+"""Frames and in-band messages as event records (JSON-ready dicts), shared by every event
+sink so a file, a broker and a webhook receive the same objects. The schema of each event
+type is docs/events.schema.json."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from vapipe.pipeline.frame import Frame, Message
+
+Record = dict[str, Any]
+
+
+def iso_time(epoch_s: float) -> str:
+    return (
+        datetime.fromtimestamp(epoch_s, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record]:
+    """The frame's ``frame`` event (unless it has no detections and ``empty_frames`` is off),
+    then the events it caused, each stamped with the frame's time."""
+    when = {"pts": round(frame.pts, 6), "time": iso_time(frame.capture_time)}
+    detections = frame.detections
+    if empty_frames or (detections is not None and len(detections)):
+        record: Record = {
+            "event": "frame",
+            "source_id": frame.source_id,
+            "seq": frame.seq,
+            **when,
+            "detections": detections.to_records() if detections is not None else [],
+        }
+        if frame.analytics is not None:
+            record["analytics"] = frame.analytics.summary
+        yield record
+    for event in frame.events:
+        yield {
+            "event": event["event"],
+            "source_id": frame.source_id,
+            "seq": frame.seq,
+            **when,
+            **{k: v for k, v in event.items() if k not in ("event", "source_id", "seq")},
+        }
+
+
+def message_record(message: Message) -> Record:
+    """An in-band message (``source_down``, ``source_up``) as an event."""
+    return {
+        "event": message.kind,
+        "source_id": message.source_id,
+        "seq": message.seq,
+        "pts": message.pts,
+        "time": iso_time(message.time),
+        **message.data,
+    }

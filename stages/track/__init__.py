@@ -1,0 +1,1 @@
+"""The track stage: ByteTrack-style multi-object tracking per source."""

@@ -1,0 +1,186 @@
+"""ByteTrack (Zhang et al., 2022) for one source: confident detections are matched to tracks
+first, then the low-score ones keep existing tracks alive through occlusion and blur.
+
+Tracks are held as arrays (one row per track), so a frame costs a few batched numpy calls and
+one Hungarian assignment per stage (scipy's ``linear_sum_assignment``), not a Python loop over
+tracks. A track gets its id once confirmed; ids count from 1 per source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from vapipe.stages.detections import Detections
+from vapipe.stages.track import kalman
+
+TRACKED, LOST = 0, 1
+
+
+@dataclass(frozen=True)
+class TrackerParams:
+    high_score: float = 0.5
+    """Detections at or above this score start and first match tracks."""
+    low_score: float = 0.1
+    """Detections between this and ``high_score`` only keep existing tracks alive."""
+    new_track_score: float = 0.6
+    """A detection left unmatched starts a track only at or above this score."""
+    match_iou: float = 0.2
+    """Least overlap (IoU, times the score) for the first association."""
+    low_match_iou: float = 0.5
+    """Least overlap for the second, low-score association."""
+    lost_s: float = 1.0
+    """How long a lost track may be found again, in stream seconds."""
+    confirm_frames: int = 2
+    """Consecutive matches before a new track is confirmed (gets an id and is output)."""
+    class_aware: bool = True
+    """Only detections of the track's class match it."""
+
+
+class ByteTracker:
+    """The tracks of one source. ``update`` takes a frame's detections and returns them with
+    ``track_id`` set: the id of the confirmed track each belongs to, or -1."""
+
+    def __init__(self, params: TrackerParams) -> None:
+        self.params = params
+        self.next_id = 1
+        self.frames = 0
+        self.ids = np.zeros(0, np.int64)  # 0 until confirmed
+        self.class_id = np.zeros(0, np.int32)
+        self.state = np.zeros(0, np.int8)
+        self.hits = np.zeros(0, np.int32)
+        self.last_seen = np.zeros(0, np.float64)
+        self.mean = np.zeros((0, 8))
+        self.cov = np.zeros((0, 8, 8))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def update(self, dets: Detections, time_s: float) -> Detections:
+        p = self.params
+        self.frames += 1
+        self.mean, self.cov = kalman.predict(self.mean, self.cov, np.ones(len(self), np.int64))
+        predicted = kalman.boxes_of(self.mean)
+        high = np.flatnonzero(dets.score >= p.high_score)
+        low = np.flatnonzero((dets.score >= p.low_score) & (dets.score < p.high_score))
+        confirmed = np.flatnonzero(self.ids > 0)
+        unconfirmed = np.flatnonzero(self.ids == 0)
+        matched_tracks: list[np.ndarray] = []
+        matched_dets: list[np.ndarray] = []
+
+        # 1: confirmed tracks (tracked or lost) against the confident detections.
+        tracks, found = self._associate(confirmed, high, dets, predicted, p.match_iou, fuse=True)
+        matched_tracks.append(tracks)
+        matched_dets.append(found)
+        rest_tracks = np.setdiff1d(confirmed, tracks)
+        rest_high = np.setdiff1d(high, found)
+
+        # 2: tracks still on screen against the low-score detections (occlusion, blur).
+        on_screen = rest_tracks[self.state[rest_tracks] == TRACKED]
+        tracks, found = self._associate(on_screen, low, dets, predicted, p.low_match_iou)
+        matched_tracks.append(tracks)
+        matched_dets.append(found)
+        self.state[np.setdiff1d(on_screen, tracks)] = LOST
+
+        # 3: tentative tracks against what is left of the confident detections.
+        tracks, found = self._associate(unconfirmed, rest_high, dets, predicted, 0.3, fuse=True)
+        matched_tracks.append(tracks)
+        matched_dets.append(found)
+        rest_high = np.setdiff1d(rest_high, found)
+        dropped = np.setdiff1d(unconfirmed, tracks)
+
+        rows = np.concatenate(matched_tracks)
+        det_rows = np.concatenate(matched_dets)
+        self._correct(rows, dets.xyxy[det_rows], time_s)
+        output = self._output(rows, det_rows, dets)
+
+        keep = np.ones(len(self), bool)
+        keep[dropped] = False
+        keep &= ~((self.state == LOST) & (time_s - self.last_seen > p.lost_s))
+        self._select(keep)
+        born = rest_high[dets.score[rest_high] >= p.new_track_score]
+        output.track_id[born] = self._start(dets[born], time_s)  # type: ignore[index]
+        return output
+
+    def _associate(
+        self,
+        tracks: np.ndarray,
+        candidates: np.ndarray,
+        dets: Detections,
+        predicted: np.ndarray,
+        min_iou: float,
+        fuse: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(track rows, detection indices) matched one to one, maximising overlap."""
+        if len(tracks) == 0 or len(candidates) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        overlap = iou_matrix(predicted[tracks], dets.xyxy[candidates])
+        if fuse:  # ByteTrack's score fusion: a sure detection wins a tie in overlap
+            overlap = overlap * dets.score[candidates][None, :]
+        if self.params.class_aware:
+            same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
+            overlap = np.where(same, overlap, 0.0)
+        rows, cols = linear_sum_assignment(-overlap)
+        good = overlap[rows, cols] >= min_iou
+        return tracks[rows[good]], candidates[cols[good]]
+
+    def _correct(self, rows: np.ndarray, boxes: np.ndarray, time_s: float) -> None:
+        if len(rows) == 0:
+            return
+        mean, cov = kalman.update(self.mean[rows], self.cov[rows], boxes)
+        self.mean[rows], self.cov[rows] = mean, cov
+        self.state[rows] = TRACKED
+        self.hits[rows] += 1
+        self.last_seen[rows] = time_s
+        for row in rows[(self.ids[rows] == 0) & (self.hits[rows] >= self.params.confirm_frames)]:
+            self.ids[row] = self._new_id()
+
+    def _output(self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections) -> Detections:
+        """``dets`` with the id of the confirmed track each belongs to, -1 for the others."""
+        track_id = np.full(len(dets), -1, np.int64)
+        confirmed = self.ids[rows] > 0
+        track_id[det_rows[confirmed]] = self.ids[rows][confirmed]
+        return dets.replace(track_id=track_id)
+
+    def _start(self, dets: Detections, time_s: float) -> np.ndarray:
+        """New tracks for ``dets``; returns their ids (-1 while not confirmed)."""
+        if len(dets) == 0:
+            return np.zeros(0, np.int64)
+        mean, cov = kalman.initiate(dets.xyxy)
+        count = len(dets)
+        first_frame = self.frames == 1  # as ByteTrack: what the first frame shows is real
+        ids = (
+            np.array([self._new_id() for _ in range(count)], np.int64)
+            if first_frame or self.params.confirm_frames <= 1
+            else np.zeros(count, np.int64)
+        )
+        self.ids = np.concatenate((self.ids, ids))
+        self.class_id = np.concatenate((self.class_id, dets.class_id.astype(np.int32)))
+        self.state = np.concatenate((self.state, np.full(count, TRACKED, np.int8)))
+        self.hits = np.concatenate((self.hits, np.ones(count, np.int32)))
+        self.last_seen = np.concatenate((self.last_seen, np.full(count, time_s)))
+        self.mean = np.concatenate((self.mean, mean))
+        self.cov = np.concatenate((self.cov, cov))
+        return np.where(ids > 0, ids, -1)
+
+    def _select(self, keep: np.ndarray) -> None:
+        self.ids, self.class_id, self.state = self.ids[keep], self.class_id[keep], self.state[keep]
+        self.hits, self.last_seen = self.hits[keep], self.last_seen[keep]
+        self.mean, self.cov = self.mean[keep], self.cov[keep]
+
+    def _new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box in ``a`` (N x 4) with every box in ``b`` (M x 4)."""
+    top_left = np.maximum(a[:, None, :2], b[None, :, :2])
+    bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
+    area_a = np.prod(a[:, 2:] - a[:, :2], axis=1)
+    area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)

@@ -1,0 +1,194 @@
+"""Lines and zones on synthetic tracks with known trajectories: exact crossings, entries,
+exits, dwell and crowding, including jitter, misses, objects crossing each other and tracks
+lost and found."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.stages.analytics.config import AnalyticsConfig
+from vapipe.stages.analytics.stage import AnalyticsStage
+from vapipe.stages.detections import Detections
+
+NAMES = ("person", "bicycle", "car")
+FPS = 10.0
+# A vertical line from top to bottom at x = 100: moving left (x decreasing) is "in".
+LINE = {"name": "gate", "start": [100, 0], "end": [100, 200]}
+ZONE = {"name": "bay", "polygon": [[200, 0], [300, 0], [300, 200], [200, 200]]}
+
+Path = list[tuple[float, float] | None]  # anchor (bottom centre) per frame; None: not seen
+
+
+def run(config: dict[str, Any], tracks: dict[int, Path], classes: dict[int, int] | None = None):
+    """Feed the tracks through an analytics stage; return (events, last summary)."""
+    stage = AnalyticsStage("analytics", AnalyticsConfig.model_validate(config))
+    stage.open(None)  # type: ignore[arg-type]
+    length = max(len(path) for path in tracks.values())
+    events: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    info = StreamInfo("cam", "x", 400, 200, None)
+    for seq in range(length):
+        rows = [
+            (track_id, path[seq])
+            for track_id, path in tracks.items()
+            if seq < len(path) and path[seq] is not None
+        ]
+        xyxy = np.array([[x - 5, y - 20, x + 5, y] for _, (x, y) in rows], np.float32)
+        dets = Detections(
+            xyxy.reshape(len(rows), 4),
+            np.full(len(rows), 0.9, np.float32),
+            np.array([(classes or {}).get(t, 0) for t, _ in rows], np.int32),
+            NAMES,
+            np.array([t for t, _ in rows], np.int64),
+        )
+        frame = Frame("cam", seq, seq / FPS, 0.0, np.zeros((200, 400, 3), np.uint8), info)
+        frame.detections = dets
+        (out,) = stage.process(frame)
+        events.extend({**event, "seq": seq} for event in out.events)
+        summary = out.analytics.summary
+    return events, summary
+
+
+def walk(x0: float, x1: float, frames: int, y: float = 100) -> Path:
+    return [(x0 + (x1 - x0) * i / (frames - 1), y) for i in range(frames)]
+
+
+def crossings(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [(e["track_id"], e["direction"]) for e in events if e["event"] == "line_cross"]
+
+
+@pytest.mark.parametrize(
+    ("tracks", "expected"),
+    [
+        pytest.param({1: walk(20, 180, 17)}, [(1, "out")], id="rightward-is-out"),
+        pytest.param({1: walk(180, 20, 17)}, [(1, "in")], id="leftward-is-in"),
+        pytest.param(
+            {
+                1: [
+                    *walk(20, 100, 9),
+                    (98, 100),
+                    (102, 100),
+                    (99, 100),
+                    (101, 100),
+                    *walk(100, 180, 9),
+                ]
+            },
+            [(1, "out")],
+            id="jitter-on-the-line-counts-once",
+        ),
+        pytest.param(
+            {1: [*walk(20, 90, 8), None, None, None, *walk(110, 180, 8)]},
+            [(1, "out")],
+            id="missed-while-crossing",
+        ),
+        pytest.param(
+            {1: walk(20, 180, 17), 2: walk(180, 20, 17)},
+            [(1, "out"), (2, "in")],
+            id="two-objects-crossing-each-other",
+        ),
+        pytest.param({1: walk(20, 180, 17, y=250)}, [], id="passing-beyond-the-end"),
+        pytest.param({1: walk(20, 95, 10) + walk(95, 20, 10)}, [], id="turning-back-before"),
+        pytest.param(
+            {1: walk(20, 180, 17) + walk(180, 20, 17)},
+            [(1, "out"), (1, "in")],
+            id="there-and-back",
+        ),
+    ],
+)
+def test_line_crossings(tracks: dict[int, Path], expected: list[tuple[int, str]]) -> None:
+    events, summary = run({"lines": [LINE]}, tracks)
+    assert crossings(events) == expected
+    outs = sum(1 for _, d in expected if d == "out")
+    ins = len(expected) - outs
+    assert summary["lines"]["gate"]["out"] == outs and summary["lines"]["gate"]["in"] == ins
+
+
+def test_renamed_directions_and_class_filter_and_counts_by_class() -> None:
+    line = {**LINE, "in_label": "westbound", "out_label": "eastbound", "classes": ["car"]}
+    events, summary = run(
+        {"lines": [line]},
+        {1: walk(20, 180, 17), 2: walk(180, 20, 17), 3: walk(20, 180, 17, y=120)},
+        classes={1: 2, 2: 2, 3: 0},  # two cars and a person
+    )
+    assert crossings(events) == [(1, "eastbound"), (2, "westbound")]
+    gate = summary["lines"]["gate"]
+    assert gate["eastbound"] == 1 and gate["westbound"] == 1
+    assert gate["by_class"] == {"westbound": {"car": 1}, "eastbound": {"car": 1}}
+    last = [e for e in events if e["event"] == "line_cross"][-1]
+    assert last["counts"] == {"westbound": 1, "eastbound": 1} and last["class_name"] == "car"
+
+
+def zone_events(events: list[dict[str, Any]]) -> list[tuple]:
+    return [
+        (e["seq"], e["event"], e["track_id"], e.get("dwell_s"), e.get("reason"))
+        for e in events
+        if e["event"].startswith("zone_")
+    ]
+
+
+def test_zone_enter_dwell_exit() -> None:
+    # x = 150, 170, 190, 210 (frame 3: inside, 10 px past the edge), then at 250 until frame
+    # 40, then out: 276, 302 (frame 43: within 4 px of the edge), 328 (frame 44: clearly out).
+    path = walk(150, 250, 6) + [(250, 100)] * 35 + walk(250, 380, 6)
+    events, _ = run({"zones": [{**ZONE, "dwell_s": 2.0}]}, {7: path})
+    assert zone_events(events) == [
+        (3, "zone_enter", 7, None, None),
+        (23, "zone_dwell", 7, 2.0, None),
+        (44, "zone_exit", 7, 4.1, "left"),
+    ]
+
+
+def test_jitter_on_a_zone_edge_enters_once() -> None:
+    edge = [(198, 100), (202, 100), (199, 100), (201, 100)] * 3
+    events, _ = run({"zones": [ZONE]}, {1: walk(100, 190, 5) + edge + walk(210, 250, 5)})
+    assert [e[1] for e in zone_events(events)] == ["zone_enter"]
+
+
+def test_a_track_lost_and_found_stays_a_lost_one_leaves() -> None:
+    inside = [(250, 100)] * 5
+    found = inside + [None] * 5 + inside  # 0.5 s gap < lost_s 1.0
+    lost = inside + [None] * 15 + [(250, 100)]  # 1.5 s gap > lost_s: gone, then a new visit
+    events, summary = run({"zones": [ZONE], "lost_s": 1.0}, {1: found, 2: lost})
+    kinds = [(e[1], e[2], e[4]) for e in zone_events(events)]
+    assert kinds == [
+        ("zone_enter", 1, None),
+        ("zone_enter", 2, None),
+        ("zone_exit", 2, "lost"),
+        ("zone_enter", 2, None),
+    ], kinds
+    assert summary["zones"]["bay"] == {"occupancy": 2, "track_ids": [1, 2]}
+
+
+def test_crowded_and_clear_around_max_objects() -> None:
+    tracks = {
+        1: [(250, 100)] * 30,
+        2: [None] * 5 + [(260, 100)] * 25,
+        3: [None] * 10 + [(270, 100)] * 10 + walk(270, 390, 5),
+    }
+    events, _ = run({"zones": [{**ZONE, "max_objects": 2}]}, tracks)
+    crowd = [(e["seq"], e["event"], e["occupancy"], e["track_ids"]) for e in events
+             if e["event"] in ("zone_crowded", "zone_clear")]  # fmt: skip
+    assert crowd == [(10, "zone_crowded", 3, [1, 2, 3]), (22, "zone_clear", 2, [1, 2])], crowd
+
+
+def test_normalized_coordinates_scale_to_the_frame() -> None:
+    line = {"name": "gate", "start": [0.25, 0.0], "end": [0.25, 1.0]}  # x = 100 of 400
+    events, _ = run({"lines": [line], "normalized": True}, {1: walk(20, 180, 17)})
+    assert crossings(events) == [(1, "out")]
+
+
+def test_every_event_names_its_track_class_and_geometry() -> None:
+    events, _ = run(
+        {"lines": [LINE], "zones": [{**ZONE, "dwell_s": 0.5, "max_objects": 0}]},
+        {1: walk(20, 280, 27) + [(280, 100)] * 10 + walk(280, 390, 5)},
+    )
+    kinds = {e["event"] for e in events}
+    assert kinds == {"line_cross", "zone_enter", "zone_dwell", "zone_exit", "zone_crowded",
+                     "zone_clear"}  # fmt: skip
+    for event in events:
+        assert {"event", "track_id", "class_name"} <= event.keys()
+        assert ("line" in event) != ("zone" in event)
