@@ -1,13 +1,17 @@
-"""Boxes and labels drawn on a copy of the frame."""
+"""Boxes, labels, track trails, zones and lines drawn on a copy of the frame."""
 
 from __future__ import annotations
 
 import colorsys
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from vapipe.stages.detections import Detections
+
+if TYPE_CHECKING:
+    from vapipe.stages.analytics.stage import FrameAnalytics
 
 
 def class_color(class_id: int) -> tuple[int, int, int]:
@@ -31,13 +35,14 @@ def draw_detections(
     for index in range(len(detections)):
         x1, y1, x2, y2 = (round(float(v)) for v in detections.xyxy[index])
         class_id = int(detections.class_id[index])
-        color = class_color(class_id)
+        tracked = detections.track_id is not None and detections.track_id[index] >= 0
+        color = class_color(int(detections.track_id[index]) if tracked else class_id)  # type: ignore[index]
         cv2.rectangle(canvas, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
         if not labels:
             continue
         text = f"{detections.class_name(class_id)} {detections.score[index]:.2f}"
-        if detections.track_id is not None:
-            text = f"#{int(detections.track_id[index])} {text}"
+        if tracked:
+            text = f"#{int(detections.track_id[index])} {text}"  # type: ignore[index]
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
         top = max(y1 - th - base - 2, 0)
         cv2.rectangle(canvas, (x1, top), (x1 + tw + 4, top + th + base + 2), color, cv2.FILLED)
@@ -52,3 +57,46 @@ def draw_detections(
             cv2.LINE_AA,
         )
     return canvas
+
+
+def draw_trails(canvas: np.ndarray, trails: dict[int, list[tuple[int, int]]]) -> None:
+    """Each track's recent bottom-centre points as a fading polyline, in its id's colour."""
+    for track_id, points in trails.items():
+        color = class_color(track_id)
+        for index in range(1, len(points)):
+            weight = max(1, round(2 * index / len(points)))
+            cv2.line(canvas, points[index - 1], points[index], color, weight, cv2.LINE_AA)
+
+
+def draw_analytics(canvas: np.ndarray, analytics: FrameAnalytics) -> None:
+    """Zones filled translucent with their occupancy, lines with their counts."""
+    summary = analytics.summary
+    overlay = canvas.copy()
+    for zone in analytics.zones:
+        corners = np.asarray(zone.polygon.exterior.coords, np.int32)[:-1]
+        occupancy = summary["zones"][zone.config.name]["occupancy"]
+        limit = zone.config.max_objects
+        color = (0, 0, 230) if limit is not None and occupancy > limit else (230, 160, 0)
+        cv2.fillPoly(overlay, [corners], color)
+        cv2.polylines(canvas, [corners], True, color, 2, cv2.LINE_AA)
+    cv2.addWeighted(overlay, 0.25, canvas, 0.75, 0, dst=canvas)
+    for zone in analytics.zones:
+        x, y = np.asarray(zone.polygon.exterior.coords, np.int32).min(axis=0)
+        occupancy = summary["zones"][zone.config.name]["occupancy"]
+        _label(canvas, f"{zone.config.name}: {occupancy}", (int(x) + 4, int(y) + 18))
+    for line in analytics.lines:
+        start, end = tuple(line.start.astype(int)), tuple(line.end.astype(int))
+        cv2.line(canvas, start, end, (0, 220, 255), 2, cv2.LINE_AA)
+        counts = summary["lines"][line.config.name]
+        text = " ".join(f"{label} {counts[label]}" for label in line.counts)
+        _label(canvas, f"{line.config.name}: {text}", (start[0] + 4, start[1] + 18))
+
+
+def _label(canvas: np.ndarray, text: str, origin: tuple[int, int]) -> None:
+    """White text on a dark box, readable on any background."""
+    (width, height), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
+    x, y = max(origin[0], 0), max(origin[1], height + 2)
+    cv2.rectangle(canvas, (x - 2, y - height - 2), (x + width + 2, y + base), (0, 0, 0), -1)
+    cv2.putText(
+        canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA
+    )

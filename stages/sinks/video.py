@@ -1,9 +1,11 @@
-"""Annotated video: boxes and labels drawn, encoded with PyAV (H.264, yuv420p) at the source
-frame rate, one file per source. The file is finalised on end-of-stream, on error and on Ctrl-C."""
+"""Annotated video: boxes, labels, track trails, zones, lines and counts drawn, encoded with
+PyAV (H.264, yuv420p) at the source frame rate, one file per source. The file is finalised on
+end-of-stream, on error and on Ctrl-C."""
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -15,7 +17,8 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.sinks.draw import draw_detections
+from vapipe.stages.detections import Detections
+from vapipe.stages.sinks.draw import draw_analytics, draw_detections, draw_trails
 from vapipe.stages.sinks.paths import output_path
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,32 @@ class VideoConfig(StageConfig):
     """Box line width in pixels."""
     font_scale: float = Field(0.5, gt=0)
     """Label text size (OpenCV font scale)."""
+    trail_frames: int = Field(20, ge=0, le=1000)
+    """Tracked objects: how many past positions their trail shows (0: no trails)."""
+
+
+class Trails:
+    """The last few anchor points (bottom centre) of each track of one source."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.points: dict[int, deque[tuple[int, int]]] = {}
+        self.idle: dict[int, int] = {}
+
+    def update(self, dets: Detections) -> dict[int, list[tuple[int, int]]]:
+        seen = set()
+        if dets.track_id is not None:
+            for box, track_id in zip(dets.xyxy, dets.track_id.tolist(), strict=True):
+                if track_id < 0:
+                    continue
+                trail = self.points.setdefault(track_id, deque(maxlen=self.length))
+                trail.append((round(float(box[0] + box[2]) / 2), round(float(box[3]))))
+                seen.add(track_id)
+        for track_id in list(self.points):  # a track gone for a whole trail's length is dropped
+            self.idle[track_id] = 0 if track_id in seen else self.idle.get(track_id, 0) + 1
+            if self.idle[track_id] > self.length:
+                del self.points[track_id], self.idle[track_id]
+        return {track_id: list(points) for track_id, points in self.points.items()}
 
 
 @dataclass
@@ -47,6 +76,7 @@ class _Output:
     container: Any
     stream: Any
     rate: Fraction
+    trails: Trails
     last_pts: int = -1
     frames: int = 0
 
@@ -74,6 +104,10 @@ class VideoSink(Stage):
             font_scale=cfg.font_scale,
             labels=cfg.labels,
         )
+        if cfg.trail_frames and frame.detections is not None:
+            draw_trails(picture, output.trails.update(frame.detections))
+        if frame.analytics is not None:
+            draw_analytics(picture, frame.analytics)
         height, width = output.stream.height, output.stream.width
         video_frame = av.VideoFrame.from_ndarray(picture[:height, :width], format="bgr24")
         # Keep the source's timing; never go backwards (the muxer would refuse).
@@ -112,7 +146,7 @@ class VideoSink(Stage):
         elif cfg.crf is not None and cfg.codec in ("libx264", "libx265"):
             options["crf"] = str(cfg.crf)
         stream.options = options
-        output = _Output(container, stream, Fraction(rate))
+        output = _Output(container, stream, Fraction(rate), Trails(cfg.trail_frames))
         self._outputs[frame.source_id] = output
         log.info(
             "%s: writing %s (%s %dx%d @ %.3f fps)",

@@ -13,6 +13,8 @@ from typing import Any
 import av
 import pytest
 
+from tests.events_schema import assert_valid_events
+
 REPO = Path(__file__).resolve().parents[2]
 FILE_CONFIG = REPO / "configs" / "file.toml"
 
@@ -56,7 +58,10 @@ def read_lines(path: Path) -> list[str]:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The events of a JSON-lines file, each checked against docs/events.schema.json."""
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert_valid_events(events)
+    return events
 
 
 def probe_video(path: Path) -> dict[str, Any]:

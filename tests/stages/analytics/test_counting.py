@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.events_schema import assert_valid_events
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.stage import AnalyticsStage
 from vapipe.stages.detections import Detections
+from vapipe.stages.sinks.records import frame_records
 
 NAMES = ("person", "bicycle", "car")
 FPS = 10.0
@@ -48,6 +50,7 @@ def run(config: dict[str, Any], tracks: dict[int, Path], classes: dict[int, int]
         frame = Frame("cam", seq, seq / FPS, 0.0, np.zeros((200, 400, 3), np.uint8), info)
         frame.detections = dets
         (out,) = stage.process(frame)
+        assert_valid_events(list(frame_records(out)))
         events.extend({**event, "seq": seq} for event in out.events)
         summary = out.analytics.summary
     return events, summary
