@@ -1,0 +1,64 @@
+"""A bounded queue between the video path and a slow or absent network peer (a broker, a
+web server): ``put`` never blocks; when full, the oldest record is dropped and counted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+
+class Outbox:
+    def __init__(self, size: int) -> None:
+        self._items: deque[Any] = deque()
+        self.size = size
+        self.dropped = 0
+        self.high_water = 0
+        self._ready = threading.Condition()
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Any) -> None:
+        with self._ready:
+            if len(self._items) >= self.size:
+                self._items.popleft()  # the oldest goes: what is queued stays the freshest
+                self.dropped += 1
+            self._items.append(item)
+            self.high_water = max(self.high_water, len(self._items))
+            self._ready.notify()
+
+    def take(self, most: int, wait_s: float, fill_s: float = 0.0) -> list[Any]:
+        """Up to ``most`` items: waits ``wait_s`` for the first, then ``fill_s`` for more."""
+        with self._ready:
+            if not self._items and not self.closed:
+                self._ready.wait(wait_s)
+            deadline = time.monotonic() + fill_s
+            while len(self._items) < most and not self.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._ready.wait(remaining)
+            return [self._items.popleft() for _ in range(min(most, len(self._items)))]
+
+    def give_back(self, items: list[Any]) -> None:
+        """Items taken but not delivered go back to the front, in order (if there is room)."""
+        with self._ready:
+            room = max(self.size - len(self._items), 0)
+            kept = items[len(items) - room :] if room < len(items) else items
+            self.dropped += len(items) - len(kept)
+            self._items.extendleft(reversed(kept))
+            self._ready.notify()
+
+    def close(self) -> None:
+        with self._ready:
+            self.closed = True
+            self._ready.notify_all()
+
+    def wait_empty(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self._items and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return not self._items

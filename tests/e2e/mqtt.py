@@ -1,0 +1,100 @@
+"""A real Mosquitto broker for the tests, on a free loopback port, and a subscriber."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+
+from tests.e2e.rtsp import free_port
+
+
+class Broker:
+    """Mosquitto with persistence, so a restart keeps sessions and their queued messages."""
+
+    def __init__(self, folder: Path, port: int | None = None) -> None:
+        self.folder, self.port = folder, port or free_port()
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> Broker:
+        binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        if not Path(binary).exists():
+            pytest.fail("the MQTT tests need Debian's mosquitto (see .ci/run)")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        conf = self.folder / "mosquitto.conf"
+        conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"persistence_location {self.folder}/\nautosave_interval 1\n"
+        )
+        self.process = subprocess.Popen(
+            [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2),
+            ):
+                return self
+            if self.process.poll() is not None:
+                pytest.fail(f"mosquitto did not start: {self.process.stderr.read()[-500:]}")  # type: ignore[union-attr]
+            time.sleep(0.05)
+        pytest.fail("mosquitto did not listen within 10 s")
+
+    def stop(self) -> None:
+        """A clean stop: mosquitto saves its sessions first."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(10)
+
+
+@contextlib.contextmanager
+def broker(folder: Path) -> Iterator[Broker]:
+    server = Broker(folder).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class Subscriber:
+    """Collects every message under ``topic`` (QoS 1, persistent session: it also gets what
+    was published while it was reconnecting)."""
+
+    def __init__(self, port: int, topic: str = "vapipe/#") -> None:
+        self.messages: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._subscribed = threading.Event()
+        self.client = paho.Client(
+            paho.CallbackAPIVersion.VERSION2, client_id="vapipe-test-sub", clean_session=False
+        )
+        self.client.on_connect = lambda c, u, f, r, p: c.subscribe(topic, qos=1)
+        self.client.on_subscribe = lambda *args: self._subscribed.set()
+        self.client.on_message = self._on_message
+        self.client.reconnect_delay_set(1, 1)
+        self.client.connect("127.0.0.1", port, 30)
+        self.client.loop_start()
+        assert self._subscribed.wait(10), "the test subscriber could not subscribe"
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        with self._lock:
+            self.messages.append((message.topic, json.loads(message.payload)))
+
+    def received(self) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            return list(self.messages)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
