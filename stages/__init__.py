@@ -4,7 +4,7 @@ from vapipe.stages import nms
 from vapipe.stages.analytics import stage as analytics
 from vapipe.stages.infer import stage as infer
 from vapipe.stages.preprocess import stage as preprocess
-from vapipe.stages.sinks import events, mqtt, video
+from vapipe.stages.sinks import events, mqtt, video, webhook
 from vapipe.stages.source import stage as source
 from vapipe.stages.track import stage as track
 
@@ -18,4 +18,5 @@ __all__ = [
     "source",
     "track",
     "video",
+    "webhook",
 ]
