@@ -39,8 +39,8 @@ class SourceAnalytics:
             tracked = dets[np.zeros(len(dets), bool)]
         else:
             tracked = dets[dets.track_id >= 0]
-        ids = [int(t) for t in tracked.track_id] if tracked.track_id is not None else []
-        names = [tracked.class_name(int(c)) for c in tracked.class_id]
+        ids = tracked.track_id.tolist() if tracked.track_id is not None else []
+        names = [tracked.class_name(c) for c in tracked.class_id.tolist()]
         for track_id, name in zip(ids, names, strict=True):
             memory = self.tracks.get(track_id)
             if memory is None:
@@ -78,19 +78,20 @@ class SourceAnalytics:
 
     def _cross(self, line: Line, dets: Detections, ids: list[int], names: list[str]) -> list[Event]:
         events = []
-        points = anchor_points(dets.xyxy, line.anchor)
-        signed, along = line.sides(points)
-        key = line.config.name
-        for index, (track_id, name) in enumerate(zip(ids, names, strict=True)):
+        signed, along = line.sides(anchor_points(dets.xyxy, line.anchor))
+        key, hysteresis = line.config.name, self.config.hysteresis_px
+        for track_id, name, distance, position in zip(
+            ids, names, signed.tolist(), along.tolist(), strict=True
+        ):
             if line.config.classes is not None and name not in line.config.classes:
                 continue
-            if abs(signed[index]) < self.config.hysteresis_px:
+            if abs(distance) < hysteresis:
                 continue  # on the line: keep the last clear side (no count for jitter)
-            side = 1 if signed[index] > 0 else -1
+            side = 1 if distance > 0 else -1
             memory = self.tracks[track_id]
             before = memory.sides.get(key)
             memory.sides[key] = side
-            if before is None or before == side or not 0.0 <= along[index] <= 1.0:
+            if before is None or before == side or not 0.0 <= position <= 1.0:
                 continue  # first sighting, same side, or passing beyond the line's ends
             label = line.config.in_label if side > 0 else line.config.out_label
             line.counts[label][name] += 1
@@ -110,18 +111,17 @@ class SourceAnalytics:
         self, zone: Zone, dets: Detections, ids: list[int], names: list[str], pts: float
     ) -> list[Event]:
         events = []
-        points = anchor_points(dets.xyxy, zone.anchor)
-        inside, distance = zone.places(points)
-        clear = distance >= self.config.hysteresis_px
+        inside, distance = zone.places(anchor_points(dets.xyxy, zone.anchor))
+        clear = (distance >= self.config.hysteresis_px).tolist()
         key = zone.config.name
-        for index, (track_id, name) in enumerate(zip(ids, names, strict=True)):
+        for track_id, name, is_in, is_clear in zip(ids, names, inside.tolist(), clear, strict=True):
             if zone.config.classes is not None and name not in zone.config.classes:
                 continue
             member = track_id in zone.members
-            if inside[index] and clear[index] and not member:
+            if is_in and is_clear and not member:
                 zone.members[track_id] = pts
                 events.append(_zone_event("zone_enter", track_id, name, key))
-            elif not inside[index] and clear[index] and member:
+            elif not is_in and is_clear and member:
                 events.append(self._exit(zone, track_id, name, pts, "left"))
             elif member and zone.config.dwell_s is not None and track_id not in zone.dwelt:
                 stayed = pts - zone.members[track_id]

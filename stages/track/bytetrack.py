@@ -74,22 +74,22 @@ class ByteTracker:
         tracks, found = self._associate(confirmed, high, dets, predicted, p.match_iou, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
-        rest_tracks = np.setdiff1d(confirmed, tracks)
-        rest_high = np.setdiff1d(high, found)
+        rest_tracks = _without(confirmed, tracks)
+        rest_high = _without(high, found)
 
         # 2: tracks still on screen against the low-score detections (occlusion, blur).
         on_screen = rest_tracks[self.state[rest_tracks] == TRACKED]
         tracks, found = self._associate(on_screen, low, dets, predicted, p.low_match_iou)
         matched_tracks.append(tracks)
         matched_dets.append(found)
-        self.state[np.setdiff1d(on_screen, tracks)] = LOST
+        self.state[_without(on_screen, tracks)] = LOST
 
         # 3: tentative tracks against what is left of the confident detections.
         tracks, found = self._associate(unconfirmed, rest_high, dets, predicted, 0.3, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
-        rest_high = np.setdiff1d(rest_high, found)
-        dropped = np.setdiff1d(unconfirmed, tracks)
+        rest_high = _without(rest_high, found)
+        dropped = _without(unconfirmed, tracks)
 
         rows = np.concatenate(matched_tracks)
         det_rows = np.concatenate(matched_dets)
@@ -184,3 +184,11 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def _without(items: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """``items`` minus ``removed``, order kept (small arrays: a set beats np.setdiff1d)."""
+    if len(removed) == 0:
+        return items
+    gone = set(removed.tolist())
+    return np.array([item for item in items.tolist() if item not in gone], np.int64)
