@@ -61,8 +61,8 @@ class ByteTracker:
     def update(self, dets: Detections, time_s: float) -> Detections:
         p = self.params
         self.frames += 1
-        self.mean, self.cov = kalman.predict(self.mean, self.cov, np.ones(len(self), np.int64))
-        predicted = kalman.boxes_of(self.mean)
+        self.mean, self.cov = kalman.predict(self.mean, self.cov)
+        overlaps = iou_matrix(kalman.boxes_of(self.mean), dets.xyxy)  # every track x detection
         high = np.flatnonzero(dets.score >= p.high_score)
         low = np.flatnonzero((dets.score >= p.low_score) & (dets.score < p.high_score))
         confirmed = np.flatnonzero(self.ids > 0)
@@ -71,7 +71,7 @@ class ByteTracker:
         matched_dets: list[np.ndarray] = []
 
         # 1: confirmed tracks (tracked or lost) against the confident detections.
-        tracks, found = self._associate(confirmed, high, dets, predicted, p.match_iou, fuse=True)
+        tracks, found = self._associate(confirmed, high, dets, overlaps, p.match_iou, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
         rest_tracks = _without(confirmed, tracks)
@@ -79,13 +79,13 @@ class ByteTracker:
 
         # 2: tracks still on screen against the low-score detections (occlusion, blur).
         on_screen = rest_tracks[self.state[rest_tracks] == TRACKED]
-        tracks, found = self._associate(on_screen, low, dets, predicted, p.low_match_iou)
+        tracks, found = self._associate(on_screen, low, dets, overlaps, p.low_match_iou)
         matched_tracks.append(tracks)
         matched_dets.append(found)
         self.state[_without(on_screen, tracks)] = LOST
 
         # 3: tentative tracks against what is left of the confident detections.
-        tracks, found = self._associate(unconfirmed, rest_high, dets, predicted, 0.3, fuse=True)
+        tracks, found = self._associate(unconfirmed, rest_high, dets, overlaps, 0.3, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
         rest_high = _without(rest_high, found)
@@ -109,14 +109,14 @@ class ByteTracker:
         tracks: np.ndarray,
         candidates: np.ndarray,
         dets: Detections,
-        predicted: np.ndarray,
+        overlaps: np.ndarray,
         min_iou: float,
         fuse: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(track rows, detection indices) matched one to one, maximising overlap."""
         if len(tracks) == 0 or len(candidates) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        overlap = iou_matrix(predicted[tracks], dets.xyxy[candidates])
+        overlap = overlaps[np.ix_(tracks, candidates)]
         if fuse:  # ByteTrack's score fusion: a sure detection wins a tie in overlap
             overlap = overlap * dets.score[candidates][None, :]
         if self.params.class_aware:
@@ -177,11 +177,11 @@ class ByteTracker:
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every box in ``a`` (N x 4) with every box in ``b`` (M x 4)."""
-    top_left = np.maximum(a[:, None, :2], b[None, :, :2])
-    bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
-    area_a = np.prod(a[:, 2:] - a[:, :2], axis=1)
-    area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
+    width = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    height = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    inter = np.clip(width, 0, None) * np.clip(height, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 

@@ -61,31 +61,19 @@ def initiate(boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, _diagonal(std**2)
 
 
-def predict(mean: np.ndarray, cov: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every track ``steps`` frames ahead (steps: N, usually 1; more after missed frames)."""
+def predict(mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every track one frame ahead."""
     if len(mean) == 0:
         return mean, cov
-    for _ in range(int(steps.max(initial=0))):
-        moving = steps > 0
-        height = mean[:, 3:4]
-        std = np.concatenate(
-            (
-                STD_POSITION * height,
-                STD_POSITION * height,
-                np.full_like(height, 1e-2),
-                STD_POSITION * height,
-                STD_VELOCITY * height,
-                STD_VELOCITY * height,
-                np.full_like(height, 1e-5),
-                STD_VELOCITY * height,
-            ),
-            axis=1,
-        )
-        new_mean = mean @ _MOTION.T
-        new_cov = _MOTION @ cov @ _MOTION.T + _diagonal(std**2)
-        mean = np.where(moving[:, None], new_mean, mean)
-        cov = np.where(moving[:, None, None], new_cov, cov)
-        steps = steps - 1
+    height = mean[:, 3]
+    std = np.empty((len(mean), 8))
+    std[:, [0, 1, 3]] = (STD_POSITION * height)[:, None]
+    std[:, [4, 5, 7]] = (STD_VELOCITY * height)[:, None]
+    std[:, 2], std[:, 6] = 1e-2, 1e-5
+    mean = mean @ _MOTION.T
+    cov = _MOTION @ cov @ _MOTION.T
+    index = np.arange(8)
+    cov[:, index, index] += std**2
     return mean, cov
 
 
