@@ -81,6 +81,18 @@ def _resolve(kind: Kind, name: str) -> Path:
     return fetch(kind, name)
 
 
+def local_media(uri: str) -> str | None:
+    """Where ``sample:NAME`` already lies on this machine (no download), or the URI itself
+    for anything else; None for a sample not fetched yet or not in the manifest."""
+    if not uri.startswith(SAMPLE_SCHEME):
+        return uri
+    entry = manifest_entries("media").get(uri[len(SAMPLE_SCHEME) :])
+    if entry is None:
+        return None
+    found = (folder / entry["file"] for folder in search_dirs("media"))
+    return next((str(path) for path in found if path.is_file()), None)
+
+
 def fetch(kind: Kind, name: str, *, force_download: bool = False) -> Path:
     """The local file for a manifest entry, downloading it to the cache if needed."""
     entry = manifest_entries(kind)[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
@@ -95,7 +96,31 @@ def build(spec: ConfigSpec) -> Graph:
 
     order = _topological_order(spec, pairs)
     edges = [_edge(spec, src, dst) for src, dst in pairs]
+    _check_files(spec)
     return Graph(spec=spec, order=order, edges=edges)
+
+
+def _check_files(spec: ConfigSpec) -> None:
+    """No node may write a file that a source reads, or that another node writes."""
+    sources = {
+        name: node for name, node in spec.nodes.items() if issubclass(node.stage_cls, SourceStage)
+    }
+    source_ids = [
+        node.stage_cls.source_id_of(name, node.config)  # type: ignore[attr-defined]
+        for name, node in sources.items()
+    ]
+    owners: dict[str, str] = {}
+    for name, node in sources.items():
+        for path in node.stage_cls.files_read(node.config):  # type: ignore[attr-defined]
+            owners.setdefault(os.path.realpath(path), f"the input of node '{name}'")
+    for name, node in spec.nodes.items():
+        for path in node.stage_cls.files_written(node.config, source_ids):
+            real = os.path.realpath(path)
+            if real in owners:
+                raise spec.error(
+                    f"{path} is {owners[real]}: writing it would destroy it", node=name, key="path"
+                )
+            owners[real] = f"also written by node '{name}'"
 
 
 def _edge(spec: ConfigSpec, src: str, dst: str) -> Edge:

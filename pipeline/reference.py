@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from vapipe.pipeline.validation import table_models
@@ -82,5 +82,5 @@ def _type_name(annotation: Any) -> str:
         return "table"
     if origin is typing.Annotated:
         return _type_name(args[0])
-    names = {bool: "boolean", int: "integer", float: "float", str: "string"}
+    names = {bool: "boolean", int: "integer", float: "float", str: "string", SecretStr: "secret"}
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))

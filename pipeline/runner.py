@@ -184,13 +184,7 @@ class Runner:
                 for done in opened:
                     self._close(done)
                 if isinstance(exc, ConfigError):
-                    self._error = (
-                        exc
-                        if exc.node
-                        else ConfigError(
-                            exc.message, file=exc.file, line=exc.line, node=name, key=exc.key
-                        )
-                    )
+                    self._error = _naming_node(exc, name)
                     return EXIT_USAGE
                 self._record_error(name, exc, None, stop=False)
                 return EXIT_FAILURE
@@ -340,8 +334,11 @@ class Runner:
     def _record_error(
         self, stage: str, exc: BaseException, item: Any, *, stop: bool = True
     ) -> None:
+        error: PipelineError
         if isinstance(exc, StageError):
             error = exc
+        elif isinstance(exc, ConfigError):  # found at run time, still the config's fault: exit 2
+            error = _naming_node(exc, stage)
         else:
             message = str(exc) or type(exc).__name__
             error = StageError(
@@ -360,7 +357,9 @@ class Runner:
             self.request_stop(f"error in stage '{stage}'")
 
     def _error_stage(self) -> str | None:
-        return self._error.stage if isinstance(self._error, StageError) else None
+        if isinstance(self._error, StageError):
+            return self._error.stage
+        return self._error.node if isinstance(self._error, ConfigError) else None
 
     def _wait(self) -> None:
         deadline: float | None = None
@@ -380,6 +379,8 @@ class Runner:
         self._wall_s = time.monotonic() - self._started_at
 
     def _exit_code(self) -> int:
+        if isinstance(self._error, ConfigError):
+            return EXIT_USAGE
         if self._error is not None:
             return EXIT_FAILURE
         return EXIT_INTERRUPTED if self.interrupted else EXIT_OK
@@ -396,3 +397,10 @@ class Runner:
             os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
         self.interrupted = True
         self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
+
+
+def _naming_node(error: ConfigError, node: str) -> ConfigError:
+    """The error, with the node it happened in when it does not say."""
+    if error.node:
+        return error
+    return ConfigError(error.message, file=error.file, line=error.line, node=node, key=error.key)

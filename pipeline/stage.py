@@ -78,6 +78,12 @@ class Stage:
         """Extra facts for the run's stats (the execution provider, say)."""
         return {}
 
+    @classmethod
+    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
+        """Files this node would write for these sources, checked before anything opens: no
+        output may be an input or another node's output."""
+        return []
+
 
 class BatchStage(Stage):
     """A stage that takes batches: the runner gathers up to ``max_batch`` items or waits
@@ -100,6 +106,16 @@ class SourceStage(Stage):
     def is_live(cls, config: StageConfig) -> bool:
         """Live sources default to leaky queues that drop the oldest frame."""
         return False
+
+    @classmethod
+    def source_id_of(cls, name: str, config: StageConfig) -> str:
+        """The source_id its frames will carry."""
+        return name
+
+    @classmethod
+    def files_read(cls, config: StageConfig) -> list[str]:
+        """Local files this source reads (none for cameras and URLs)."""
+        return []
 
     def total_frames(self) -> int | None:
         """Frames expected, when known (drives the progress bar)."""

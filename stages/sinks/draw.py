@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import colorsys
+from collections import deque
 from typing import TYPE_CHECKING
 
 import cv2
@@ -100,3 +101,27 @@ def _label(canvas: np.ndarray, text: str, origin: tuple[int, int]) -> None:
     cv2.putText(
         canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA
     )
+
+
+class Trails:
+    """The last few anchor points (bottom centre) of each track of one source."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.points: dict[int, deque[tuple[int, int]]] = {}
+        self.idle: dict[int, int] = {}
+
+    def update(self, dets: Detections) -> dict[int, list[tuple[int, int]]]:
+        seen = set()
+        if dets.track_id is not None:
+            for box, track_id in zip(dets.xyxy, dets.track_id.tolist(), strict=True):
+                if track_id < 0:
+                    continue
+                trail = self.points.setdefault(track_id, deque(maxlen=self.length))
+                trail.append((round(float(box[0] + box[2]) / 2), round(float(box[3]))))
+                seen.add(track_id)
+        for track_id in list(self.points):  # a track gone for a whole trail's length is dropped
+            self.idle[track_id] = 0 if track_id in seen else self.idle.get(track_id, 0) + 1
+            if self.idle[track_id] > self.length:
+                del self.points[track_id], self.idle[track_id]
+        return {track_id: list(points) for track_id, points in self.points.items()}

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import IO, Any
 
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.sinks.paths import output_path
+from vapipe.stages.sinks.paths import output_path, paths_for
 from vapipe.stages.sinks.records import frame_records, message_record
 
 
@@ -31,6 +32,10 @@ class EventsSink(Stage):
 
     Config = EventsConfig
     config: EventsConfig
+
+    @classmethod
+    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
+        return paths_for(config.path, source_ids)
 
     def open(self, context: StageContext) -> None:
         self._files: dict[str, IO[str]] = {}

@@ -17,16 +17,15 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
-from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.sinks.outbox import Outbox
-from vapipe.stages.sinks.records import Record, frame_records, message_record
+from vapipe.pipeline.stage import StageContext
+from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink
+from vapipe.stages.sinks.records import Record
 
 log = logging.getLogger(__name__)
 
 
-class MqttConfig(StageConfig):
+class MqttConfig(OutboxConfig):
     """The broker, the topic of each event, delivery options and the outbox."""
 
     host: str = "127.0.0.1"
@@ -55,20 +54,14 @@ class MqttConfig(StageConfig):
     """The client certificate's private key (PEM)."""
     keepalive_s: int = Field(30, ge=5, le=3600)
     """Seconds between keep-alive pings; a dead connection is noticed within 1.5 times this."""
-    event_types: list[str] | None = None
-    """Only these event types (``["line_cross", "zone_enter"]``); default: every event."""
-    outbox_size: int = Field(10000, ge=1, le=10_000_000)
-    """Records held while the broker is slow or down; beyond, the oldest are dropped."""
     reconnect_min_s: int = Field(1, ge=1)
     """First wait before reconnecting; doubles up to ``reconnect_max_s``."""
     reconnect_max_s: int = Field(30, ge=1)
     """Longest wait between reconnection attempts."""
-    drain_s: float = Field(5.0, ge=0)
-    """At the end of the run, how long to wait for queued records to be delivered."""
 
 
 @register("mqtt")
-class MqttSink(Stage):
+class MqttSink(OutboxSink):
     """Publishes events to an MQTT broker without ever holding up the video path."""
 
     Config = MqttConfig
@@ -156,22 +149,9 @@ class MqttSink(Stage):
                     break
                 self.published += 1
 
-    def _enqueue(self, record: Record) -> None:
-        types = self.config.event_types
-        if types is not None and record["event"] not in types:
-            return
+    def prepare(self, record: Record) -> tuple[str, str]:
         topic = self.config.topic.format(source_id=record["source_id"], event=record["event"])
-        payload = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-        self.outbox.put((topic, payload))
-
-    def process(self, frame: Frame) -> tuple[Frame]:
-        for record in frame_records(frame):
-            self._enqueue(record)
-        return (frame,)
-
-    def handle_message(self, message: Message) -> tuple[Message]:
-        self._enqueue(message_record(message))
-        return (message,)
+        return topic, json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
     def close(self) -> None:
         if not hasattr(self, "client"):

@@ -1,5 +1,6 @@
-"""A bounded queue between the video path and a slow or absent network peer (a broker, a
-web server): ``put`` never blocks; when full, the oldest record is dropped and counted."""
+"""Sinks that deliver events over the network (a broker, a web server) without holding up
+the video path: records go into a bounded :class:`Outbox` whose ``put`` never blocks (when
+full, the oldest record is dropped and counted) and a thread of the sink's own sends them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import threading
 import time
 from collections import deque
 from typing import Any
+
+from pydantic import Field
+
+from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.stage import Stage, StageConfig
+from vapipe.stages.sinks.records import Record, frame_records, message_record
 
 
 class Outbox:
@@ -62,3 +69,39 @@ class Outbox:
         while self._items and time.monotonic() < deadline:
             time.sleep(0.02)
         return not self._items
+
+
+class OutboxConfig(StageConfig):
+    """What every network event sink shares: the event filter and the outbox."""
+
+    event_types: list[str] | None = None
+    """Only these event types (``["line_cross", "zone_enter"]``); default: every event."""
+    outbox_size: int = Field(10000, ge=1, le=10_000_000)
+    """Events held while the peer is slow or down; beyond, the oldest are dropped."""
+    drain_s: float = Field(5.0, ge=0)
+    """At the end of the run, how long to keep trying to deliver what is queued."""
+
+
+class OutboxSink(Stage):
+    """Base of the network event sinks: filters records and queues them; subclasses send."""
+
+    config: OutboxConfig
+    outbox: Outbox
+
+    def prepare(self, record: Record) -> Any:
+        """What goes into the outbox for ``record`` (by default the record itself)."""
+        return record
+
+    def _offer(self, record: Record) -> None:
+        types = self.config.event_types
+        if types is None or record["event"] in types:
+            self.outbox.put(self.prepare(record))
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        for record in frame_records(frame):
+            self._offer(record)
+        return (frame,)
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        self._offer(message_record(message))
+        return (message,)

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from vapipe.pipeline.errors import ConfigError
 
 
-def output_path(template: str, source_id: str) -> Path:
-    """``out/{source_id}.mp4`` -> ``out/cam.mp4``, creating the folder."""
+def fill_path(template: str, source_id: str) -> str:
+    """``out/{source_id}.mp4`` -> ``out/cam.mp4``."""
     try:
-        path = Path(template.format(source_id=source_id))
+        return template.format(source_id=source_id)
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(
             f"bad placeholder in '{template}': only {{source_id}} is known ({exc})", key="path"
         ) from None
+
+
+def output_path(template: str, source_id: str) -> Path:
+    """The file for ``source_id``, its folder created."""
+    path = Path(fill_path(template, source_id))
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def paths_for(template: str, source_ids: Sequence[str]) -> list[str]:
+    """Every file a path template names for these sources (one without ``{source_id}``)."""
+    if template == "-":
+        return []
+    return sorted({fill_path(template, source_id) for source_id in source_ids})

@@ -5,8 +5,7 @@ end-of-stream, on error and on Ctrl-C."""
 from __future__ import annotations
 
 import logging
-from collections import deque
-from dataclasses import dataclass
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -17,9 +16,9 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.detections import Detections
-from vapipe.stages.sinks.draw import draw_analytics, draw_detections, draw_trails
-from vapipe.stages.sinks.paths import output_path
+from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
+from vapipe.stages.sinks.encoder import Encoding, Recorder
+from vapipe.stages.sinks.paths import output_path, paths_for
 
 log = logging.getLogger(__name__)
 
@@ -45,40 +44,17 @@ class VideoConfig(StageConfig):
     """Label text size (OpenCV font scale)."""
     trail_frames: int = Field(20, ge=0, le=1000)
     """Tracked objects: how many past positions their trail shows (0: no trails)."""
-
-
-class Trails:
-    """The last few anchor points (bottom centre) of each track of one source."""
-
-    def __init__(self, length: int) -> None:
-        self.length = length
-        self.points: dict[int, deque[tuple[int, int]]] = {}
-        self.idle: dict[int, int] = {}
-
-    def update(self, dets: Detections) -> dict[int, list[tuple[int, int]]]:
-        seen = set()
-        if dets.track_id is not None:
-            for box, track_id in zip(dets.xyxy, dets.track_id.tolist(), strict=True):
-                if track_id < 0:
-                    continue
-                trail = self.points.setdefault(track_id, deque(maxlen=self.length))
-                trail.append((round(float(box[0] + box[2]) / 2), round(float(box[3]))))
-                seen.add(track_id)
-        for track_id in list(self.points):  # a track gone for a whole trail's length is dropped
-            self.idle[track_id] = 0 if track_id in seen else self.idle.get(track_id, 0) + 1
-            if self.idle[track_id] > self.length:
-                del self.points[track_id], self.idle[track_id]
-        return {track_id: list(points) for track_id, points in self.points.items()}
-
-
-@dataclass
-class _Output:
-    container: Any
-    stream: Any
-    rate: Fraction
-    trails: Trails
-    last_pts: int = -1
-    frames: int = 0
+    fragmented: bool | None = None
+    """Fragmented MP4, flushed fragment by fragment: a killed run (power cut, SIGKILL) leaves
+    a playable file missing at most the last ``keyframe_s``. Default: on for live sources
+    (cameras run until stopped), off for files."""
+    keyframe_s: float = Field(2.0, gt=0, le=60)
+    """Seconds between keyframes (and so between fragments)."""
+    segment_s: float | None = Field(None, gt=0)
+    """Start a new file every this many seconds of stream time (``name-00001.mp4``, ...), so
+    a camera can record for weeks."""
+    max_segments: int | None = Field(None, ge=1)
+    """With ``segment_s``: keep the newest this many files, deleting older ones."""
 
 
 @register("video")
@@ -88,14 +64,19 @@ class VideoSink(Stage):
     Config = VideoConfig
     config: VideoConfig
 
+    @classmethod
+    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
+        return paths_for(config.path, source_ids)
+
     def open(self, context: StageContext) -> None:
-        self._outputs: dict[str, _Output] = {}
+        self._recorders: dict[str, Recorder] = {}
+        self._trails: dict[str, Trails] = {}
         self.written: dict[str, int] = {}
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        output = self._outputs.get(frame.source_id)
-        if output is None:
-            output = self._open_output(frame)
+        recorder = self._recorders.get(frame.source_id)
+        if recorder is None:
+            recorder = self._start(frame)
         cfg = self.config
         picture = draw_detections(
             frame.image,
@@ -105,72 +86,49 @@ class VideoSink(Stage):
             labels=cfg.labels,
         )
         if cfg.trail_frames and frame.detections is not None:
-            draw_trails(picture, output.trails.update(frame.detections))
+            draw_trails(picture, self._trails[frame.source_id].update(frame.detections))
         if frame.analytics is not None:
             draw_analytics(picture, frame.analytics)
-        height, width = output.stream.height, output.stream.width
-        video_frame = av.VideoFrame.from_ndarray(picture[:height, :width], format="bgr24")
-        # Keep the source's timing; never go backwards (the muxer would refuse).
-        pts = max(round(frame.pts * output.rate), output.last_pts + 1)
-        video_frame.pts = pts
-        video_frame.time_base = 1 / output.rate
-        output.last_pts = pts
-        for packet in output.stream.encode(video_frame):
-            output.container.mux(packet)
-        output.frames += 1
-        self.written[frame.source_id] = output.frames
+        recorder.write(picture, frame.pts)
+        self.written[frame.source_id] = recorder.frames
         return (frame,)
 
-    def _open_output(self, frame: Frame) -> _Output:
+    def _start(self, frame: Frame) -> Recorder:
         cfg = self.config
-        if "{source_id}" not in cfg.path and self._outputs:
+        if "{source_id}" not in cfg.path and self._recorders:
             raise PipelineError(f"several sources write to {cfg.path}: put {{source_id}} in path")
         path = output_path(cfg.path, frame.source_id)
         rate = frame.stream.rate or Fraction(25)
-        container = av.open(str(path), mode="w")
-        try:
-            stream = container.add_stream(cfg.codec, rate=rate)
-        except (av.error.FFmpegError, ValueError) as exc:
-            container.close()
-            raise PipelineError(f"encoder '{cfg.codec}' is not available: {exc}") from None
+        fragmented = frame.stream.live if cfg.fragmented is None else cfg.fragmented
+        encoding = Encoding(cfg.codec, cfg.preset, cfg.crf, cfg.bitrate, fragmented, cfg.keyframe_s)
         height, width = frame.image.shape[:2]
-        # 4:2:0 needs even dimensions.
-        stream.width, stream.height = width - width % 2, height - height % 2
-        stream.pix_fmt = "yuv420p"
-        stream.time_base = 1 / rate
-        options = {}
-        if cfg.preset and cfg.codec in ("libx264", "libx265"):
-            options["preset"] = cfg.preset
-        if cfg.bitrate:
-            stream.bit_rate = cfg.bitrate
-        elif cfg.crf is not None and cfg.codec in ("libx264", "libx265"):
-            options["crf"] = str(cfg.crf)
-        stream.options = options
-        output = _Output(container, stream, Fraction(rate), Trails(cfg.trail_frames))
-        self._outputs[frame.source_id] = output
+        recorder = Recorder(
+            path, (width, height), Fraction(rate), encoding, cfg.segment_s, cfg.max_segments
+        )
+        self._recorders[frame.source_id] = recorder
+        self._trails[frame.source_id] = Trails(cfg.trail_frames)
         log.info(
-            "%s: writing %s (%s %dx%d @ %.3f fps)",
+            "%s: writing %s (%s %dx%d @ %.3f fps%s%s)",
             self.name,
             path,
             cfg.codec,
-            stream.width,
-            stream.height,
+            width - width % 2,
+            height - height % 2,
             float(rate),
+            ", fragmented" if fragmented else "",
+            f", {cfg.segment_s:g} s segments" if cfg.segment_s else "",
         )
-        return output
+        return recorder
 
     def close(self) -> None:
-        """Drain the encoder and write the MP4 trailer for every open output."""
+        """Finish every file (encoder tail, trailer) and give it its final name."""
         errors = []
-        for source_id, output in self._outputs.items():
+        for source_id, recorder in self._recorders.items():
             try:
-                for packet in output.stream.encode(None):
-                    output.container.mux(packet)
-            except av.error.FFmpegError as exc:
+                recorder.finish()
+            except (av.error.FFmpegError, OSError) as exc:
                 errors.append(f"{source_id}: {exc}")
-            finally:
-                output.container.close()
-        self._outputs.clear()
+        self._recorders.clear()
         if errors:
             raise PipelineError("finishing video failed: " + "; ".join(errors))
 

@@ -20,17 +20,16 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from pydantic import Field
 
 from vapipe.pipeline.errors import ConfigError
-from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.stages.sinks.outbox import Outbox
-from vapipe.stages.sinks.records import Record, frame_records, message_record
+from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink
+from vapipe.stages.sinks.records import Record
 
 log = logging.getLogger(__name__)
 
 
-class WebhookConfig(StageConfig):
+class WebhookConfig(OutboxConfig):
     """The endpoint, batching, retries and the outbox."""
 
     url: str
@@ -38,8 +37,6 @@ class WebhookConfig(StageConfig):
     masked everywhere."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers (``{ Authorization = "Bearer ..." }``); values are never logged."""
-    event_types: list[str] | None = None
-    """Only these event types (``["zone_dwell", "zone_crowded"]``); default: every event."""
     batch_size: int = Field(50, ge=1, le=10000)
     """Events per POST at most (the body is a JSON array)."""
     batch_wait_s: float = Field(0.5, ge=0)
@@ -50,14 +47,10 @@ class WebhookConfig(StageConfig):
     """Wait before the first retry of a failed batch; doubles up to ``retry_max_s``."""
     retry_max_s: float = Field(30.0, gt=0)
     """Longest wait between retries; a batch is retried until delivered or the run ends."""
-    outbox_size: int = Field(10000, ge=1, le=10_000_000)
-    """Events held while the server is slow or down; beyond, the oldest are dropped."""
-    drain_s: float = Field(5.0, ge=0)
-    """At the end of the run, how long to keep trying to deliver what is queued."""
 
 
 @register("webhook")
-class WebhookSink(Stage):
+class WebhookSink(OutboxSink):
     """POSTs events as JSON arrays to a URL, in batches, with retries, never blocking."""
 
     Config = WebhookConfig
@@ -117,20 +110,6 @@ class WebhookSink(Stage):
         self.posts += 1
         self.delivered += len(batch)
         return True
-
-    def _enqueue(self, record: Record) -> None:
-        types = self.config.event_types
-        if types is None or record["event"] in types:
-            self.outbox.put(record)
-
-    def process(self, frame: Frame) -> tuple[Frame]:
-        for record in frame_records(frame):
-            self._enqueue(record)
-        return (frame,)
-
-    def handle_message(self, message: Message) -> tuple[Message]:
-        self._enqueue(message_record(message))
-        return (message,)
 
     def close(self) -> None:
         if not hasattr(self, "outbox"):

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import av
 from pydantic import Field
 
-from vapipe.pipeline.assets import resolve_media
+from vapipe.pipeline.assets import local_media, resolve_media
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
 from vapipe.pipeline.registry import register
@@ -99,6 +99,17 @@ class VideoSource(SourceStage):
         if config.live is not None:
             return config.live
         return config.realtime or is_network(config.uri) or webcam_device(config.uri) is not None
+
+    @classmethod
+    def source_id_of(cls, name: str, config: SourceConfig) -> str:  # type: ignore[override]
+        return config.source_id or name
+
+    @classmethod
+    def files_read(cls, config: SourceConfig) -> list[str]:  # type: ignore[override]
+        local = local_media(config.uri)
+        if local is None or is_network(local) or webcam_device(local) is not None:
+            return []
+        return [local]
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
