@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ from vapipe import __version__
 from vapipe.pipeline import assets
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
+from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger("pipeline")
@@ -83,6 +85,9 @@ def run_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     commands = {"fetch": fetch_main, "stages": stages_main, "doctor": doctor_main}
+    # vapipe.__main__ made Ctrl-C end the process quietly while modules were imported; from
+    # here on it is KeyboardInterrupt again (run_main replaces it with a drain).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if args and args[0] in commands:
             return commands[args[0]](args[1:])
@@ -107,12 +112,17 @@ def run_main(argv: list[str]) -> int:
     try:
         spec = config_module.load(args.config, args.overrides)
         graph = graph_module.build(spec)
+        if args.stats:
+            _check_writable(Path(args.stats))
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE)
 
     runner = Runner(graph, max_frames=args.max_frames)
+    # From here to the process's end, SIGINT/SIGTERM stop the run (also while the stages
+    # open) and a second one exits at once; never Python's KeyboardInterrupt.
+    install_stop_signals(runner.on_signal)
     progress = _Progress(runner) if sys.stderr.isatty() and not args.no_progress else None
-    result = runner.run(on_started=progress.start if progress else None)
+    result = runner.run(handle_signals=False, on_started=progress.start if progress else None)
     if progress:
         progress.stop()
     stats = result.stats
@@ -134,10 +144,20 @@ def _summary(stats: dict[str, Any]) -> str:
     return format_table(stats)
 
 
-def _write_stats(path: Path, stats: dict[str, Any]) -> None:
+def _check_writable(path: Path) -> None:
+    """The --stats file can be written: found out now, not after the run."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(stats, indent=2, default=str) + "\n", encoding="utf-8")
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write --stats {path}: {exc.strerror or exc}") from None
+
+
+def _write_stats(path: Path, stats: dict[str, Any]) -> None:
+    text = mask_credentials(json.dumps(stats, indent=2, default=str))
+    try:
+        path.write_text(text + "\n", encoding="utf-8")
     except OSError as exc:
         log.error("cannot write stats to %s: %s", path, exc)
 

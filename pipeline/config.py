@@ -32,6 +32,7 @@ from vapipe.pipeline import registry
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.overrides import apply_override, blame_override, expand_env
 from vapipe.pipeline.stage import Stage, StageConfig
+from vapipe.pipeline.urls import register_secrets_in
 from vapipe.pipeline.validation import find_line, suggest, validate
 
 
@@ -42,7 +43,7 @@ class PipelineSettings(BaseModel):
 
     name: str = ""
     """A name for logs and stats."""
-    queue_size: int = Field(8, ge=1)
+    queue_size: int = Field(8, ge=1, le=100_000)
     """Default size of every link queue, in items."""
     drain_timeout_s: float = Field(30.0, gt=0)
     """After a stop (error or Ctrl-C), how long stages may take to drain before a hard stop."""
@@ -53,7 +54,7 @@ class QueueSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
-    size: int | None = Field(None, ge=1)
+    size: int | None = Field(None, ge=1, le=100_000)
     """Items the link holds; default ``pipeline.queue_size``."""
     leaky: Literal["no", "upstream", "downstream"] | None = None
     """What a full queue does: block, drop the new item, or drop the oldest. Default: ``no``,
@@ -118,6 +119,7 @@ def parse(text: str, file: str = "<config>", overrides: Iterable[str] = ()) -> C
     for override in ordered:
         apply_override(raw, override, file)
     raw = expand_env(raw, file, text, path=())
+    register_secrets_in(raw)
 
     for key in raw:
         if key not in _TOP_LEVEL_KEYS:

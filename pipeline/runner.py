@@ -76,19 +76,30 @@ class Runner:
         self, *, handle_signals: bool = True, on_started: Callable[[Runner], None] | None = None
     ) -> RunResult:
         self._started_at = time.monotonic()
+        restore = install_stop_signals(self.on_signal) if handle_signals else None
+        try:
+            return self._run(on_started)
+        finally:
+            if restore:
+                restore()
+
+    def _run(self, on_started: Callable[[Runner], None] | None) -> RunResult:
         self._build()
         opened = self._open_all()
         if opened is not None:
             return self._result(opened)
-        restore = install_stop_signals(self._on_signal) if handle_signals else None
+        if self.stop_requested.is_set():  # Ctrl-C while the stages opened: do not start
+            for node in self._nodes.values():
+                self._close(node)
+            return self._result(self._exit_code())
         try:
             self._start_threads()
             if on_started:
                 on_started(self)
             self._wait()
-        finally:
-            if restore:
-                restore()
+        except BaseException:
+            self.request_stop("internal error")
+            raise
         return self._result(self._exit_code())
 
     def request_stop(self, reason: str = "stop requested") -> None:
@@ -392,7 +403,8 @@ class Runner:
         stats["started"] = any(node.threads for node in self._nodes.values())
         return RunResult(code, self._error, stats)
 
-    def _on_signal(self, signum: int) -> None:
+    def on_signal(self, signum: int) -> None:
+        """SIGINT or SIGTERM: the first drains, a second exits at once."""
         if self.interrupted:
             os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
         self.interrupted = True

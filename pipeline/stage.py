@@ -12,6 +12,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vapipe.pipeline.urls import mask_credentials
+
 
 class StageConfig(BaseModel):
     """Base of every stage's config: unknown keys are errors, types are checked strictly."""
@@ -19,6 +21,12 @@ class StageConfig(BaseModel):
     model_config = ConfigDict(
         extra="forbid", strict=True, use_attribute_docstrings=True, frozen=True
     )
+
+    def __repr__(self) -> str:
+        return mask_credentials(super().__repr__())
+
+    def __str__(self) -> str:
+        return mask_credentials(super().__str__())
 
 
 class ParallelConfig(StageConfig):

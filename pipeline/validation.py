@@ -11,6 +11,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.urls import mask_credentials
 
 
 def validate(
@@ -127,7 +128,7 @@ def _describe(value: Any) -> str:
         list: "array",
         dict: "table",
     }.get(type(value), type(value).__name__)
-    shown = repr(value)
+    shown = mask_credentials(repr(value))  # before cutting: a cut URL hides its '@'
     return f"{kind} {shown[:40]}{'...' if len(shown) > 40 else ''}"
 
 

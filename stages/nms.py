@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import numpy as np
 from pydantic import Field
 
@@ -11,6 +14,8 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import ParallelConfig, Stage
 from vapipe.stages.detections import Detections
 from vapipe.stages.preprocess.geometry import Letterbox
+
+log = logging.getLogger(__name__)
 
 
 class NmsConfig(ParallelConfig):
@@ -86,10 +91,27 @@ class NmsStage(Stage):
         frame.detections = self.select(frame.detections, frame.letterbox)
         return (frame,)
 
+    non_finite = 0
+
+    def _count_non_finite(self, count: int) -> None:
+        if not self.non_finite:
+            log.warning(
+                "%s: the model output NaN or infinite boxes or scores; dropping them (counted "
+                "in the stats as non_finite)",
+                self.name,
+            )
+        self.non_finite += count
+
+    def stats(self) -> dict[str, Any]:
+        return {"non_finite": self.non_finite}
+
     def select(self, found: Detections, letterbox: Letterbox | None) -> Detections:
         """The kept detections of ``found`` (model-input pixels), best first, in frame pixels."""
         cfg = self.config
-        mask = found.score >= cfg.conf
+        finite = np.isfinite(found.score) & np.isfinite(found.xyxy).all(axis=1)
+        if not finite.all():
+            self._count_non_finite(int((~finite).sum()))
+        mask = finite & (found.score >= cfg.conf)
         if cfg.classes is not None:
             mask &= np.isin(found.class_id, cfg.classes)
         index = np.flatnonzero(mask)

@@ -75,7 +75,8 @@ class VideoFile:
                 f"encoder '{encoding.codec}' is not available: {exc}", key="codec"
             ) from None
         stream = self.stream
-        stream.width, stream.height = width - width % 2, height - height % 2  # 4:2:0: even
+        # 4:2:0 needs even sizes: drop an odd last row or column; pad a 1-pixel picture.
+        stream.width, stream.height = max(2, width - width % 2), max(2, height - height % 2)
         stream.pix_fmt = "yuv420p"
         self.time_base = time_base_for(rate)
         stream.time_base = stream.codec_context.time_base = self.time_base
@@ -90,9 +91,13 @@ class VideoFile:
         stream.options = options
 
     def write(self, image: np.ndarray, pts_s: float) -> None:
-        frame = av.VideoFrame.from_ndarray(
-            image[: self.stream.height, : self.stream.width], format="bgr24"
-        )
+        height, width = self.stream.height, self.stream.width
+        image = image[:height, :width]
+        if image.shape[:2] != (height, width):
+            image = np.pad(
+                image, ((0, height - image.shape[0]), (0, width - image.shape[1]), (0, 0))
+            )
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
         # The frame's own time; never backwards (the muxer would refuse).
         pts = max(round(pts_s / self.time_base), self.last_pts + 1)
         frame.pts, frame.time_base = pts, self.time_base

@@ -3,16 +3,21 @@ line, flushed per line."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any, BinaryIO
 
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
 from vapipe.stages.sinks.paths import output_path, paths_for
-from vapipe.stages.sinks.records import frame_records, message_record
+from vapipe.stages.sinks.records import frame_records, message_record, to_json
+
+log = logging.getLogger(__name__)
 
 
 class EventsConfig(StageConfig):
@@ -38,27 +43,54 @@ class EventsSink(Stage):
         return paths_for(config.path, source_ids)
 
     def open(self, context: StageContext) -> None:
-        self._files: dict[str, IO[str]] = {}
+        self._files: dict[str, BinaryIO] = {}
         self.lines = 0
+        self.stdout_gone = False
+        if "{source_id}" not in self.config.path:
+            self._file("")  # an unwritable path fails the run before anything starts
 
-    def _file(self, source_id: str) -> IO[str]:
+    def _file(self, source_id: str) -> BinaryIO:
         path = self.config.path
         key = source_id if "{source_id}" in path else ""
         handle = self._files.get(key)
         if handle is None:
             if path == "-":
-                handle = sys.stdout
+                handle = sys.stdout.buffer
             else:
-                mode = "a" if self.config.append else "w"
-                handle = open(output_path(path, source_id), mode, encoding="utf-8")  # noqa: SIM115
+                target = output_path(path, source_id)
+                try:
+                    handle = open(target, "ab" if self.config.append else "wb")  # noqa: SIM115
+                except OSError as exc:
+                    raise ConfigError(
+                        f"cannot write {target}: {exc.strerror}", key="path"
+                    ) from None
             self._files[key] = handle
         return handle
 
     def write(self, event: dict[str, Any]) -> None:
+        if self.stdout_gone:
+            return
         handle = self._file(str(event.get("source_id", "")))
-        # One write of a whole line, then flush: a reader never sees half an object.
-        handle.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
-        handle.flush()
+        line = (to_json(event) + "\n").encode()
+        seekable = handle.seekable()
+        start = handle.tell() if seekable else 0
+        try:
+            # One write of a whole line, then flush: a reader never sees half an object.
+            handle.write(line)
+            handle.flush()
+        except BrokenPipeError:
+            if handle is not sys.stdout.buffer:
+                raise
+            # `run-pipeline ... | head`: the reader has what it wanted; nothing is wrong.
+            self.stdout_gone = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            log.info("%s: stdout was closed by its reader; no more events there", self.name)
+            return
+        except OSError:
+            if seekable:  # a full disk: take the partial line back, so every line is whole
+                handle.truncate(start)
+                handle.seek(start)
+            raise
         self.lines += 1
 
     def process(self, frame: Frame) -> tuple[Frame]:
@@ -72,8 +104,9 @@ class EventsSink(Stage):
 
     def close(self) -> None:
         for handle in self._files.values():
-            if handle is not sys.stdout:
-                handle.close()
+            if handle is not sys.stdout.buffer:
+                with contextlib.suppress(OSError):  # buffers are flushed after each line
+                    handle.close()
         self._files.clear()
 
     def stats(self) -> dict[str, Any]:

@@ -8,7 +8,6 @@ counted in the stats. Needs ``pip install 'vapipe[mqtt]'``.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,7 +19,7 @@ from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink
-from vapipe.stages.sinks.records import Record
+from vapipe.stages.sinks.records import Record, to_json
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +150,7 @@ class MqttSink(OutboxSink):
 
     def prepare(self, record: Record) -> tuple[str, str]:
         topic = self.config.topic.format(source_id=record["source_id"], event=record["event"])
-        return topic, json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return topic, to_json(record)
 
     def close(self) -> None:
         if not hasattr(self, "client"):

@@ -4,6 +4,7 @@ type is docs/events.schema.json."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +46,12 @@ def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record
             **when,
             **{k: v for k, v in event.items() if k not in ("event", "source_id", "seq")},
         }
+
+
+def to_json(record: Record) -> str:
+    """One compact JSON object. NaN and infinity are not JSON: rather an error than a line no
+    parser reads (nms drops non-finite detections before they get here)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def message_record(message: Message) -> Record:

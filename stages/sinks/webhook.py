@@ -8,7 +8,6 @@ backoff, so a slow or dead server never holds up the video path.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import threading
 import time
@@ -24,7 +23,7 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink
-from vapipe.stages.sinks.records import Record
+from vapipe.stages.sinks.records import Record, to_json
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +90,7 @@ class WebhookSink(OutboxSink):
         return self._closing.is_set() and time.monotonic() >= self._deadline
 
     def _post(self, batch: list[Record]) -> bool:
-        body = json.dumps(batch, ensure_ascii=False, separators=(",", ":")).encode()
+        body = ("[" + ",".join(to_json(record) for record in batch) + "]").encode()
         request = urllib.request.Request(self.request.full_url, body, dict(self.request.headers))
         try:
             with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:

@@ -29,14 +29,19 @@ class Backoff:
         self.attempt = 0
         self._rng = rng or random.Random()
 
-    def next_wait(self) -> float:
-        """The wait before the next attempt (counts the attempt)."""
-        cfg = self.config
-        base = min(cfg.max_s, cfg.initial_s * 2**self.attempt)
+    def failed(self) -> None:
+        """One more attempt failed."""
         self.attempt += 1
-        return max(0.0, base * (1 + self._rng.uniform(-cfg.jitter, cfg.jitter)))
+
+    def next_wait(self) -> float:
+        """The wait before the next attempt: doubling from ``initial_s``, jittered, and never
+        above ``max_s``."""
+        cfg = self.config
+        base = min(cfg.max_s, cfg.initial_s * 2 ** max(self.attempt - 1, 0))
+        return min(cfg.max_s, max(0.0, base * (1 + self._rng.uniform(-cfg.jitter, cfg.jitter))))
 
     def exhausted(self) -> bool:
+        """``max_attempts`` attempts have failed in a row."""
         return bool(self.config.max_attempts) and self.attempt >= self.config.max_attempts
 
     def reset(self) -> None:

@@ -16,6 +16,8 @@ LIVE_SCHEMES = (
     "rtp://",
     "tcp://",
 )
+HTTP_SCHEMES = ("http://", "https://")
+"""Files or streams on a web server: opened by FFmpeg, read once unless ``live = true``."""
 _WEBCAM = re.compile(r"^(?:webcam:(\d+)|(/dev/video\d+))$")
 
 
@@ -27,7 +29,7 @@ class InputSpec:
     format: str | None = None
     options: dict[str, str] = field(default_factory=dict)
     timeout: tuple[float, float] | None = None
-    kind: str = "file"  # "file" | "network" | "webcam"
+    kind: str = "file"  # "file" | "url" (http) | "network" (live protocols) | "webcam"
 
     def open_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"options": dict(self.options)}
@@ -90,4 +92,7 @@ def input_spec(
             )
         options.update(extra or {})
         return InputSpec(uri, None, options, (open_timeout_s, read_timeout_s), "network")
+    if uri.lower().startswith(HTTP_SCHEMES):
+        options = {"reconnect": "1", "reconnect_streamed": "1", **(extra or {})}
+        return InputSpec(uri, None, options, (open_timeout_s, read_timeout_s), "url")
     return InputSpec(uri, None, dict(extra or {}), None, "file")

@@ -14,67 +14,30 @@ import threading
 import time
 from collections.abc import Iterator
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 import av
-from pydantic import Field
 
 from vapipe.pipeline.assets import local_media, resolve_media
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import SourceStage, StageConfig, StageContext
+from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.stages.source.backoff import Backoff, ReconnectConfig
-from vapipe.stages.source.inputs import InputSpec, input_spec, is_network, webcam_device
+from vapipe.stages.source.backoff import Backoff
+from vapipe.stages.source.config import SourceConfig
+from vapipe.stages.source.inputs import (
+    HTTP_SCHEMES,
+    InputSpec,
+    input_spec,
+    is_network,
+    webcam_device,
+)
 
 log = logging.getLogger(__name__)
 
 STILL_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 NETWORK_ERRORS = (av.error.FFmpegError, OSError, TimeoutError)
-
-
-class SourceConfig(StageConfig):
-    """The input, how it is opened, and how a live one is kept alive."""
-
-    uri: str
-    """A file path, ``sample:NAME`` (people, traffic, horses, dog), ``rtsp://...`` (any URL
-    FFmpeg opens), or a webcam: ``webcam:0`` or ``/dev/video0``."""
-    source_id: str | None = None
-    """Name carried by every frame and event; default: the node's name."""
-    live: bool | None = None
-    """Treat as a live source (leaky queues, reconnects); default: true for network URLs and
-    webcams, false for files."""
-    realtime: bool = False
-    """Files: deliver frames at their timestamps' pace, like a camera."""
-    loop: bool = False
-    """Files: start again at the end (seq and pts keep counting)."""
-    transport: Literal["tcp", "udp"] = "tcp"
-    """RTSP transport. TCP survives lossy networks; UDP has less latency."""
-    open_timeout_s: float = Field(10.0, gt=0)
-    """Give up opening a network stream or webcam after this long."""
-    read_timeout_s: float = Field(5.0, gt=0)
-    """Give up a read that returns nothing for this long (a server that accepts and is silent)."""
-    stall_timeout_s: float = Field(5.0, gt=0)
-    """Reconnect when packets arrive but no frame has decoded for this long."""
-    low_latency: bool = True
-    """A small demuxer delay and reorder window on network streams (``flags=low_delay``,
-    ``max_delay``)."""
-    reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
-    """Backoff for live sources: ``initial_s``, ``max_s``, ``max_attempts`` (0 = forever),
-    ``jitter``."""
-    width: int | None = Field(None, gt=0)
-    """Webcam capture width (with ``height``)."""
-    height: int | None = Field(None, gt=0)
-    """Webcam capture height."""
-    fps: float | None = Field(None, gt=0)
-    """Webcam frame rate."""
-    pixel_format: str | None = None
-    """Webcam pixel format as v4l2 names it (``mjpeg``, ``yuyv422``, ``h264``)."""
-    decode_threads: int = Field(0, ge=0)
-    """FFmpeg decoder threads; 0 = automatic."""
-    options: dict[str, str] = Field(default_factory=dict)
-    """Extra FFmpeg demuxer options, passed to ``av.open``."""
 
 
 class StreamStalled(Exception):
@@ -93,12 +56,17 @@ class VideoSource(SourceStage):
         self._stop = threading.Event()
         self.stream_info: StreamInfo | None = None
         self.reconnects = 0
+        self.decode_errors = 0
+        self.announced = 0
+        self._seq = 0
 
     @classmethod
     def is_live(cls, config: SourceConfig) -> bool:  # type: ignore[override]
         if config.live is not None:
             return config.live
-        return config.realtime or is_network(config.uri) or webcam_device(config.uri) is not None
+        uri = config.uri.lower()
+        playlist = uri.startswith(HTTP_SCHEMES) and uri.split("?")[0].endswith((".m3u8", ".mpd"))
+        return config.realtime or is_network(uri) or playlist or webcam_device(uri) is not None
 
     @classmethod
     def source_id_of(cls, name: str, config: SourceConfig) -> str:  # type: ignore[override]
@@ -107,7 +75,9 @@ class VideoSource(SourceStage):
     @classmethod
     def files_read(cls, config: SourceConfig) -> list[str]:  # type: ignore[override]
         local = local_media(config.uri)
-        if local is None or is_network(local) or webcam_device(local) is not None:
+        if local is None or is_network(local) or local.lower().startswith(HTTP_SCHEMES):
+            return []
+        if webcam_device(local) is not None:
             return []
         return [local]
 
@@ -120,12 +90,12 @@ class VideoSource(SourceStage):
         if self.spec.kind == "webcam":
             if not os.path.exists(self.spec.file):
                 raise ConfigError(f"webcam not found: {self.spec.file}", key="uri")
-        elif self.spec.kind == "file":
-            if not os.path.exists(self.spec.file):
-                raise ConfigError(f"input not found: {self.display_uri}", key="uri")
+        elif self.spec.kind == "file" and not os.path.exists(self.spec.file):
+            raise ConfigError(f"input not found: {self.display_uri}", key="uri")
+        if self.spec.kind == "file" or (self.spec.kind == "url" and not self.live):
             # Files open now: a broken file fails the run before anything else starts.
             self._session = self._connect()
-        if self.spec.kind != "file":
+        else:
             av.logging.set_level(av.logging.ERROR)  # FFmpeg's own lines, masked by our handler
             self._session = None
 
@@ -194,7 +164,7 @@ class VideoSource(SourceStage):
     def frames(self) -> Iterator[Frame | Message]:
         self._seq = 0
         self._last_pts: float | None = None
-        if self.spec.kind == "file":
+        if self.spec.kind == "file" or (self.spec.kind == "url" and not self.live):
             yield from self._file_frames()
         else:
             yield from self._live_frames()
@@ -203,11 +173,33 @@ class VideoSource(SourceStage):
         session, self._session = self._session, None
         while session is not None and not self._stop.is_set():
             container, video = session
+            first = self._seq
             try:
                 yield from self._session_frames(container, video, paced=self.config.realtime)
             finally:
                 container.close()
+            if not self._stop.is_set():
+                self._account(self._seq - first, video.frames)
             session = self._connect() if self.config.loop and not self._stop.is_set() else None
+
+    def _account(self, delivered: int, announced: int) -> None:
+        """A file read to its end: no frame is a failure; fewer than announced, a warning."""
+        self.announced += announced
+        if delivered == 0:
+            raise PipelineError(
+                f"{self.display_uri}: no frame could be decoded"
+                + (f" ({self.decode_errors} corrupt packets)" if self.decode_errors else "")
+            )
+        if announced and delivered < announced:
+            log.warning(
+                "%s: %d of the %d frames %s announces were decoded (%d corrupt packets): "
+                "it may be truncated or damaged",
+                self.name,
+                delivered,
+                announced,
+                self.display_uri,
+                self.decode_errors,
+            )
 
     def _live_frames(self) -> Iterator[Frame | Message]:
         backoff = Backoff(self.config.reconnect)
@@ -215,8 +207,9 @@ class VideoSource(SourceStage):
         reason = ""
         while not self._stop.is_set():
             try:
-                container, video = self._connect()
+                session = self._connect_or_stop()
             except PipelineError as exc:
+                backoff.failed()
                 reason = str(exc)
                 if down_since is None:
                     down_since = time.monotonic()
@@ -230,6 +223,9 @@ class VideoSource(SourceStage):
                 if self._stop.wait(wait):
                     return
                 continue
+            if session is None:  # stopped while connecting
+                return
+            container, video = session
             if down_since is not None:
                 self.reconnects += 1
                 yield self._message(
@@ -251,6 +247,26 @@ class VideoSource(SourceStage):
             log.warning("%s: stream lost (%s); reconnecting", self.name, reason)
             down_since = time.monotonic()
             yield self._message("source_down", reason=reason, attempt=0)
+
+    def _connect_or_stop(self) -> tuple[Any, Any] | None:
+        """``_connect``, given up as soon as the source is asked to stop (None): FFmpeg cannot
+        be interrupted while it opens a URL, and Ctrl-C must not wait ``open_timeout_s``."""
+        outcome: list[Any] = []
+
+        def attempt() -> None:
+            try:
+                outcome.append(self._connect())
+            except BaseException as exc:  # handed to the source thread below
+                outcome.append(exc)
+
+        opener = threading.Thread(target=attempt, name=f"{self.name}-open", daemon=True)
+        opener.start()
+        while opener.is_alive():
+            if self._stop.wait(0.05):
+                return None  # the opener ends by itself at its timeout; its result is dropped
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
     def _session_frames(self, container: Any, video: Any, paced: bool) -> Iterator[Frame]:
         """Frames of one open container, with pts made monotonic across sessions."""
@@ -276,7 +292,9 @@ class VideoSource(SourceStage):
             try:
                 pictures = packet.decode()
             except av.error.InvalidDataError as exc:
-                log.warning("%s: skipped a corrupt packet (%s)", self.name, exc)
+                self.decode_errors += 1
+                if self.decode_errors == 1:
+                    log.warning("%s: skipped a corrupt packet (%s); counting", self.name, exc)
                 continue
             for picture in pictures:
                 raw = (
@@ -338,4 +356,6 @@ class VideoSource(SourceStage):
             "uri": getattr(self, "display_uri", None),
             "live": getattr(self, "live", None),
             "reconnects": self.reconnects,
+            "frames_announced": self.announced or None,
+            "decode_errors": self.decode_errors,
         }

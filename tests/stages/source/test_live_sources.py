@@ -96,17 +96,41 @@ def test_liveness(uri: str, extra: dict, live: bool) -> None:
     assert VideoSource.is_live(SourceConfig(uri=uri, **extra)) is live
 
 
-def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
+def test_backoff_doubles_with_jitter_never_above_the_cap() -> None:
     backoff = Backoff(
         ReconnectConfig(initial_s=1, max_s=8, jitter=0.25, max_attempts=6), random.Random(1)
     )
-    waits = [backoff.next_wait() for _ in range(6)]
+    waits = []
+    for _ in range(6):
+        backoff.failed()
+        waits.append(backoff.next_wait())
     for wait, base in zip(waits, [1, 2, 4, 8, 8, 8], strict=True):
-        assert 0.75 * base <= wait <= 1.25 * base
+        assert 0.75 * base <= wait <= min(1.25 * base, 8), (wait, base)
     assert backoff.exhausted()
     backoff.reset()
     assert not backoff.exhausted() and backoff.next_wait() <= 1.25
     assert not Backoff(ReconnectConfig(max_attempts=0)).exhausted()
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 5])
+def test_max_attempts_means_that_many_failed_attempts(attempts: int) -> None:
+    backoff = Backoff(ReconnectConfig(max_attempts=attempts))
+    tried = 0
+    while True:
+        tried += 1  # an attempt to open, failing
+        backoff.failed()
+        if backoff.exhausted():
+            break
+    assert tried == attempts
+
+
+def test_jitter_never_pushes_a_wait_past_max_s() -> None:
+    backoff = Backoff(ReconnectConfig(initial_s=4, max_s=5, jitter=1.0), random.Random(0))
+    waits = []
+    for _ in range(200):
+        backoff.failed()
+        waits.append(backoff.next_wait())
+    assert max(waits) <= 5.0 and max(waits) > 4.9
 
 
 def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> None:

@@ -1,0 +1,53 @@
+"""The ``source`` node's keys: the input, how it is opened, how a live one is kept alive."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from vapipe.pipeline.stage import StageConfig
+from vapipe.stages.source.backoff import ReconnectConfig
+
+
+class SourceConfig(StageConfig):
+    """The input, how it is opened, and how a live one is kept alive."""
+
+    uri: str
+    """A file path, ``sample:NAME`` (people, traffic, horses, dog), ``rtsp://...`` (any URL
+    FFmpeg opens), or a webcam: ``webcam:0`` or ``/dev/video0``."""
+    source_id: str | None = None
+    """Name carried by every frame and event; default: the node's name."""
+    live: bool | None = None
+    """Treat as a live source (leaky queues, reconnects); default: true for network URLs and
+    webcams, false for files."""
+    realtime: bool = False
+    """Files: deliver frames at their timestamps' pace, like a camera."""
+    loop: bool = False
+    """Files: start again at the end (seq and pts keep counting)."""
+    transport: Literal["tcp", "udp"] = "tcp"
+    """RTSP transport. TCP survives lossy networks; UDP has less latency."""
+    open_timeout_s: float = Field(10.0, gt=0)
+    """Give up opening a network stream or webcam after this long."""
+    read_timeout_s: float = Field(5.0, gt=0)
+    """Give up a read that returns nothing for this long (a server that accepts and is silent)."""
+    stall_timeout_s: float = Field(5.0, gt=0)
+    """Reconnect when packets arrive but no frame has decoded for this long."""
+    low_latency: bool = True
+    """A small demuxer delay and reorder window on network streams (``flags=low_delay``,
+    ``max_delay``)."""
+    reconnect: ReconnectConfig = Field(default_factory=ReconnectConfig)
+    """Backoff for live sources: ``initial_s``, ``max_s``, ``max_attempts`` (0 = forever),
+    ``jitter``."""
+    width: int | None = Field(None, gt=0)
+    """Webcam capture width (with ``height``)."""
+    height: int | None = Field(None, gt=0)
+    """Webcam capture height."""
+    fps: float | None = Field(None, gt=0)
+    """Webcam frame rate."""
+    pixel_format: str | None = None
+    """Webcam pixel format as v4l2 names it (``mjpeg``, ``yuyv422``, ``h264``)."""
+    decode_threads: int = Field(0, ge=0)
+    """FFmpeg decoder threads; 0 = automatic."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """Extra FFmpeg demuxer options, passed to ``av.open``."""
