@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from vapipe.pipeline.config import ConfigSpec, NodeSpec, normalise_link
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import SourceStage
 from vapipe.pipeline.validation import suggest
@@ -114,7 +115,11 @@ def _check_files(spec: ConfigSpec) -> None:
         for path in node.stage_cls.files_read(node.config):  # type: ignore[attr-defined]
             owners.setdefault(os.path.realpath(path), f"the input of node '{name}'")
     for name, node in spec.nodes.items():
-        for path in node.stage_cls.files_written(node.config, source_ids):
+        try:
+            written = node.stage_cls.files_written(node.config, source_ids)
+        except ConfigError as exc:
+            raise spec.error(exc.message, node=name, key=exc.key) from None
+        for path in written:
             real = os.path.realpath(path)
             if real in owners:
                 raise spec.error(

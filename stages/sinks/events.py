@@ -59,7 +59,8 @@ class EventsSink(Stage):
             else:
                 target = output_path(path, source_id)
                 try:
-                    handle = open(target, "ab" if self.config.append else "wb")  # noqa: SIM115
+                    # Unbuffered: each line is one write of its own, which can be taken back.
+                    handle = open(target, "ab" if self.config.append else "wb", buffering=0)  # noqa: SIM115
                 except OSError as exc:
                     raise ConfigError(
                         f"cannot write {target}: {exc.strerror}", key="path"
@@ -75,8 +76,10 @@ class EventsSink(Stage):
         seekable = handle.seekable()
         start = handle.tell() if seekable else 0
         try:
-            # One write of a whole line, then flush: a reader never sees half an object.
-            handle.write(line)
+            # The whole line, then flush: a reader never sees half an object.
+            view = memoryview(line)
+            while view:
+                view = view[handle.write(view) or 0 :]
             handle.flush()
         except BrokenPipeError:
             if handle is not sys.stdout.buffer:
@@ -88,7 +91,7 @@ class EventsSink(Stage):
             return
         except OSError:
             if seekable:  # a full disk: take the partial line back, so every line is whole
-                handle.truncate(start)
+                os.ftruncate(handle.fileno(), start)
                 handle.seek(start)
             raise
         self.lines += 1

@@ -21,7 +21,10 @@ def fill_path(template: str, source_id: str) -> str:
 def output_path(template: str, source_id: str) -> Path:
     """The file for ``source_id``, its folder created."""
     path = Path(fill_path(template, source_id))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}", key="path") from None
     return path
 
 

@@ -93,6 +93,5 @@ def input_spec(
         options.update(extra or {})
         return InputSpec(uri, None, options, (open_timeout_s, read_timeout_s), "network")
     if uri.lower().startswith(HTTP_SCHEMES):
-        options = {"reconnect": "1", "reconnect_streamed": "1", **(extra or {})}
-        return InputSpec(uri, None, options, (open_timeout_s, read_timeout_s), "url")
+        return InputSpec(uri, None, dict(extra or {}), (open_timeout_s, read_timeout_s), "url")
     return InputSpec(uri, None, dict(extra or {}), None, "file")
