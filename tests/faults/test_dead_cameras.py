@@ -1,0 +1,85 @@
+"""Cameras that die in the ways cameras die, against the real RTSP server: each is noticed
+within its timeout, said in events and errors, and Ctrl-C never waits for a network call."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
+from tests.e2e.rtsp import black_hole, free_port, rtsp_server
+
+RTSP = str(REPO / "configs" / "rtsp.toml")
+
+
+def test_a_black_hole_does_not_delay_ctrl_c(tmp_path: Path) -> None:
+    with black_hole() as port:
+        pipeline = spawn(
+            RTSP, "--set", f"cam.uri=rtsp://127.0.0.1:{port}/stream",
+            "--set", "cam.open_timeout_s=60", "--log-level", "debug", cwd=tmp_path,
+        )  # fmt: skip
+        assert pipeline.stderr is not None
+        wait_for(lambda: pipeline.poll() is None, 1, "a running pipeline")
+        time.sleep(2)  # inside av.open, which would wait 60 s for the silent server
+        pipeline.send_signal(signal.SIGINT)
+        stopped = time.monotonic()
+        _, stderr = pipeline.communicate(timeout=60)
+    assert pipeline.returncode == 130, stderr[-2000:]
+    assert time.monotonic() - stopped < 5, "Ctrl-C waited for the open timeout"
+
+
+def test_max_attempts_is_the_number_of_attempts(tmp_path: Path) -> None:
+    port = free_port()
+    result = cli(
+        RTSP, "--set", f"cam.uri=rtsp://127.0.0.1:{port}/stream",
+        "--set", "cam.reconnect.max_attempts=2", "--set", "cam.reconnect.initial_s=0.1",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.count("; retry ") == 1, "2 attempts: one wait between them"
+    assert "gave up after 2 attempts" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_wrong_path_is_named_in_the_error(tmp_path: Path, people_mp4: Path) -> None:
+    with rtsp_server(people_mp4) as server:
+        result = cli(
+            RTSP, "--set", f"cam.uri=rtsp://127.0.0.1:{server.port}/nope",
+            "--set", "cam.reconnect.max_attempts=1", cwd=tmp_path, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"rtsp://127.0.0.1:{server.port}/nope" in last and "Not Found" in last, last
+
+
+def test_a_paused_server_is_a_stall_then_a_reconnect(tmp_path: Path, people_mp4: Path) -> None:
+    events = tmp_path / "out/cam.jsonl"
+    with rtsp_server(people_mp4) as server:
+        pipeline = spawn(
+            RTSP, "--set", f"cam.uri={server.url}", "--set", "cam.read_timeout_s=2",
+            "--set", "cam.stall_timeout_s=2", "--set", "cam.open_timeout_s=3",
+            "--set", "cam.reconnect.initial_s=0.5", "--set", "cam.reconnect.max_s=1",
+            cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: len(read_lines(events)) >= 24, 60, "a second of frames")
+            assert server.process is not None
+            server.process.send_signal(signal.SIGSTOP)  # alive, connected, silent
+            paused = time.monotonic()
+            wait_for(lambda: '"source_down"' in events.read_text(), 15, "source_down")
+            noticed = time.monotonic() - paused
+            time.sleep(1)
+            server.process.send_signal(signal.SIGCONT)
+            resumed = time.monotonic()
+            wait_for(lambda: '"source_up"' in events.read_text(), 30, "source_up")
+            back = time.monotonic() - resumed
+        finally:
+            if server.process is not None:
+                server.process.send_signal(signal.SIGCONT)
+            pipeline.send_signal(signal.SIGINT)
+            pipeline.communicate(timeout=60)
+    # read timeout 2 s (+ 1 s of slack for the poll here); back within backoff + open timeout.
+    assert noticed <= 2 + 1 + 1, f"a silent camera took {noticed:.1f} s to notice"
+    assert back <= 1 + 3 + 2, f"{back:.1f} s to the first frame after the camera returned"
+    kinds = [e["event"] for e in read_events(events)]
+    assert kinds.index("source_down") < kinds.index("source_up")
