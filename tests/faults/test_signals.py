@@ -1,0 +1,45 @@
+"""SIGINT and SIGTERM at any moment, from the first import to the last frame: the process
+ends within 5 s with 130, no traceback, whole JSON lines, and a playable video whose
+duration covers what the events say was written."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import FILE_CONFIG, probe_video
+
+MOMENTS = sorted(random.Random(7).uniform(0.0, 4.0) for _ in range(10))
+
+
+@pytest.mark.parametrize("moment", MOMENTS, ids=[f"{m:.2f}s" for m in MOMENTS])
+def test_a_signal_at_any_moment_ends_cleanly(tmp_path: Path, moment: float) -> None:
+    signum = signal.SIGINT if MOMENTS.index(moment) % 2 == 0 else signal.SIGTERM
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vapipe", str(FILE_CONFIG), "--set", "cam.loop=true"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(moment)
+    process.send_signal(signum)
+    sent = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - sent < 5, f"{time.monotonic() - sent:.1f} s to stop"
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    events = tmp_path / "out/events.jsonl"
+    lines = events.read_text().splitlines() if events.exists() else []
+    assert all(json.loads(line)["event"] == "frame" for line in lines)
+    assert not events.exists() or events.read_text() in ("", events.read_text().rstrip("\n") + "\n")
+    video = tmp_path / "out/annotated.mp4"
+    if lines:  # frames reached the sinks: the video holds them all
+        got = probe_video(video)
+        assert got["frames"] == len(lines)
+        assert got["duration"] >= len(lines) / (24000 / 1001) - 2.0
+    assert not (tmp_path / "out/annotated.partial.mp4").exists()
