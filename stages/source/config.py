@@ -47,6 +47,9 @@ class SourceConfig(StageConfig):
     """Webcam frame rate."""
     pixel_format: str | None = None
     """Webcam pixel format as v4l2 names it (``mjpeg``, ``yuyv422``, ``h264``)."""
+    auto_rotate: bool = True
+    """Turn frames upright as the file's rotation metadata says (phone videos); boxes and the
+    annotated video are then in the upright picture's pixels."""
     decode_threads: int = Field(0, ge=0)
     """FFmpeg decoder threads; 0 = automatic."""
     options: dict[str, str] = Field(default_factory=dict)

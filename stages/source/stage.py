@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 import av
+import numpy as np
 
 from vapipe.pipeline.assets import local_media, resolve_media
 from vapipe.pipeline.errors import ConfigError, PipelineError
@@ -320,13 +321,20 @@ class VideoSource(SourceStage):
                 # backpressure, not a stalled camera.
                 last_frame_at = time.monotonic()
 
+    def _upright(self, picture: Any) -> np.ndarray:
+        """The picture as it is meant to be seen: phones record sideways and say so in the
+        display matrix (degrees counterclockwise, FFmpeg's convention)."""
+        image = picture.to_ndarray(format="bgr24")
+        turns = round(getattr(picture, "rotation", 0) / 90) % 4 if self.config.auto_rotate else 0
+        return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
+
     def _frame(self, picture: Any, pts: float) -> Frame:
         frame = Frame(
             source_id=self.source_id,
             seq=self._seq,
             pts=pts,
             capture_time=time.time(),
-            image=picture.to_ndarray(format="bgr24"),
+            image=self._upright(picture),
             stream=self.stream_info,
         )  # type: ignore[arg-type]
         self._seq += 1

@@ -91,3 +91,29 @@ def test_segments_rotate_and_the_oldest_are_removed(tmp_path: Path) -> None:
     assert total == 460 - 3 * first["frames"]
     time.sleep(0)  # the run is over; nothing left behind under a temporary name:
     assert not list((tmp_path / "out").glob("*.partial.*"))
+
+
+@pytest.mark.parametrize(("rotation", "corner"), [(90, "bottom-left"), (-90, "top-right")])
+def test_rotation_metadata_turns_frames_upright(
+    tmp_path: Path, rotation: int, corner: str
+) -> None:
+    clip = tmp_path / "phone.mp4"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 160, 96, "yuv420p"
+        stream.set_display_rotation(rotation)  # degrees counterclockwise
+        for _ in range(5):
+            image = np.zeros((96, 160, 3), np.uint8)
+            image[:24, :40] = 255  # a white block in the stored picture's top-left corner
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    result = cli(str(FILE_CONFIG), "--set", f"cam.uri={clip}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    with av.open(str(tmp_path / "out/annotated.mp4")) as container:
+        frame = next(container.decode(video=0)).to_ndarray(format="bgr24")
+    assert frame.shape[:2] == (160, 96), "not turned upright"
+    # Turned 90 degrees counterclockwise, the top-left block goes to the bottom left.
+    block = frame[-30:, :20] if corner == "bottom-left" else frame[:30, -20:]
+    assert block.mean() > 200, f"the block is not in the {corner} corner"
