@@ -1,10 +1,10 @@
 """A local RTSP server for the tests: serves one H.264 MP4 at rtsp://127.0.0.1:PORT/stream.
 
 Runs with Debian's Python and GStreamer (python3-gi, gir1.2-gst-rtsp-server-1.0, the good and
-bad plugin sets): ``/usr/bin/python3 tests/rtsp_server.py PORT CLIP``. PORT 0 lets the server
-bind a free port itself (no race with another process); it prints ``ready PORT`` once
-listening. Frames are sent at the clip's own pace, SPS/PPS with every keyframe (so a client that
-reconnects can decode again); the stream ends when the clip does.
+bad plugin sets): ``/usr/bin/python3 tests/rtsp_server.py PORT CLIP [USER:PASSWORD]``. PORT 0
+lets the server bind a free port itself (no race with another process); it prints
+``ready PORT`` once listening. Frames are sent at the clip's own pace, SPS/PPS with every
+keyframe (so a client that reconnects can decode again); the stream ends when the clip does.
 """
 
 import sys
@@ -16,8 +16,24 @@ gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 
 
+def require_login(server: GstRtspServer.RTSPServer, factory, login: str) -> None:
+    """Basic authentication: only ``user:password`` may play the stream."""
+    user, _, password = login.partition(":")
+    auth = GstRtspServer.RTSPAuth()
+    token = GstRtspServer.RTSPToken()
+    token.set_string(GstRtspServer.RTSP_TOKEN_MEDIA_FACTORY_ROLE, "viewer")
+    auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+    server.set_auth(auth)
+    permissions = GstRtspServer.RTSPPermissions()
+    permissions.add_role_from_structure(Gst.Structure.new_empty("viewer"))
+    permissions.add_permission_for_role("viewer", "media.factory.access", True)
+    permissions.add_permission_for_role("viewer", "media.factory.construct", True)
+    factory.set_permissions(permissions)
+
+
 def main() -> None:
     port, clip = sys.argv[1], sys.argv[2]
+    login = sys.argv[3] if len(sys.argv) > 3 else None
     Gst.init(None)
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
@@ -28,6 +44,8 @@ def main() -> None:
         "rtph264pay name=pay0 pt=96 config-interval=-1 )"
     )
     factory.set_shared(True)
+    if login:
+        require_login(server, factory, login)
     server.get_mount_points().add_factory("/stream", factory)
     if server.attach(None) == 0:
         sys.exit(f"cannot listen on 127.0.0.1:{port}")

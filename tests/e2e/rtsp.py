@@ -25,8 +25,9 @@ def free_port() -> int:
 
 
 class RtspServer:
-    def __init__(self, clip: Path, port: int | None = None) -> None:
+    def __init__(self, clip: Path, port: int | None = None, login: str | None = None) -> None:
         self.clip, self.port = clip, port or 0  # 0: the server binds a free port itself
+        self.login = login
         self.process: subprocess.Popen[str] | None = None
 
     @property
@@ -51,7 +52,8 @@ class RtspServer:
                 "gir1.2-gst-rtsp-server-1.0 (see .ci/run): " + check.stderr[-300:]
             )
         self.process = subprocess.Popen(
-            [SYSTEM_PYTHON, str(SERVER), str(self.port), str(self.clip)],
+            [SYSTEM_PYTHON, str(SERVER), str(self.port), str(self.clip)]
+            + ([self.login] if self.login else []),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -75,8 +77,10 @@ class RtspServer:
 
 
 @contextlib.contextmanager
-def rtsp_server(clip: Path, port: int | None = None) -> Iterator[RtspServer]:
-    server = RtspServer(clip, port).start()
+def rtsp_server(
+    clip: Path, port: int | None = None, login: str | None = None
+) -> Iterator[RtspServer]:
+    server = RtspServer(clip, port, login).start()
     try:
         yield server
     finally:

@@ -83,3 +83,21 @@ def test_a_paused_server_is_a_stall_then_a_reconnect(tmp_path: Path, people_mp4:
     assert back <= 1 + 3 + 2, f"{back:.1f} s to the first frame after the camera returned"
     kinds = [e["event"] for e in read_events(events)]
     assert kinds.index("source_down") < kinds.index("source_up")
+
+
+def test_wrong_credentials_are_a_401_with_the_password_masked(
+    tmp_path: Path, people_mp4: Path
+) -> None:
+    with rtsp_server(people_mp4, login="viewer:right-pass") as server:
+        wrong = f"rtsp://viewer:wrong-pass@127.0.0.1:{server.port}/stream"
+        result = cli(
+            RTSP, "--set", f"cam.uri={wrong}", "--set", "cam.reconnect.max_attempts=1",
+            cwd=tmp_path, timeout=60,
+        )  # fmt: skip
+        right = f"rtsp://viewer:right-pass@127.0.0.1:{server.port}/stream"
+        good = cli(RTSP, "--set", f"cam.uri={right}", "--max-frames", "10", cwd=tmp_path)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "401" in last or "Unauthorized" in last, last
+    assert "wrong-pass" not in result.stderr and "rtsp://***@127.0.0.1" in last
+    assert good.returncode == 0, good.stderr[-2000:]

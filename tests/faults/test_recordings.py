@@ -94,9 +94,7 @@ def test_segments_rotate_and_the_oldest_are_removed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("rotation", "corner"), [(90, "bottom-left"), (-90, "top-right")])
-def test_rotation_metadata_turns_frames_upright(
-    tmp_path: Path, rotation: int, corner: str
-) -> None:
+def test_rotation_metadata_turns_frames_upright(tmp_path: Path, rotation: int, corner: str) -> None:
     clip = tmp_path / "phone.mp4"
     with av.open(str(clip), "w") as container:
         stream = container.add_stream("libx264", rate=25)
