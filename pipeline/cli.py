@@ -85,11 +85,11 @@ def run_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     commands = {"fetch": fetch_main, "stages": stages_main, "doctor": doctor_main}
-    # vapipe.__main__ made Ctrl-C end the process quietly while modules were imported; from
-    # here on it is KeyboardInterrupt again (run_main replaces it with a drain).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if args and args[0] in commands:
+            # These have files to clean up on Ctrl-C (a download): KeyboardInterrupt again.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             return commands[args[0]](args[1:])
         return run_main(args)
     except KeyboardInterrupt:

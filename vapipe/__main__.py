@@ -6,9 +6,10 @@ import sys
 
 
 def main() -> int:
-    # Until the CLI takes over, Ctrl-C ends the process quietly: no traceback out of a
-    # half-finished import.
-    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+    # Until a run has something to drain, Ctrl-C or SIGTERM end the process at once and
+    # quietly (130): no traceback out of a half-finished import, nothing open to flush.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda _signum, _frame: os._exit(130))
     from vapipe.pipeline.cli import main as cli_main
 
     return cli_main()
