@@ -33,7 +33,8 @@ from vapipe.pipeline.runner import Runner  # noqa: E402
 from vapipe.stages.analytics.config import AnalyticsConfig  # noqa: E402
 from vapipe.stages.analytics.stage import AnalyticsStage  # noqa: E402
 from vapipe.stages.detections import Detections  # noqa: E402
-from vapipe.stages.track.stage import TrackConfig, TrackStage  # noqa: E402
+from vapipe.stages.track.config import TrackConfig  # noqa: E402
+from vapipe.stages.track.stage import TrackStage  # noqa: E402
 
 WIDTH, HEIGHT, FRAMES = 1920, 1080, 300
 GEOMETRY = AnalyticsConfig.model_validate(

@@ -7,14 +7,13 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.sinks.paths import output_path, paths_for
+from vapipe.pipeline.stage import StageConfig, StageContext
+from vapipe.stages.sinks.paths import PathSink, output_path
 from vapipe.stages.sinks.records import frame_records, message_record, to_json
 
 log = logging.getLogger(__name__)
@@ -32,15 +31,11 @@ class EventsConfig(StageConfig):
 
 
 @register("events")
-class EventsSink(Stage):
+class EventsSink(PathSink):
     """Writes events as JSON lines; a killed run leaves only whole lines."""
 
     Config = EventsConfig
     config: EventsConfig
-
-    @classmethod
-    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
-        return paths_for(config.path, source_ids)
 
     def open(self, context: StageContext) -> None:
         self._files: dict[str, BinaryIO] = {}

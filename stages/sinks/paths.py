@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.stage import Stage
 
 
 def fill_path(template: str, source_id: str) -> str:
@@ -33,3 +35,11 @@ def paths_for(template: str, source_ids: Sequence[str]) -> list[str]:
     if template == "-":
         return []
     return sorted({fill_path(template, source_id) for source_id in source_ids})
+
+
+class PathSink(Stage):
+    """A sink whose config's ``path`` (a template) names the files it writes."""
+
+    @classmethod
+    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
+        return paths_for(config.path, source_ids)

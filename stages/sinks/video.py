@@ -5,7 +5,6 @@ end-of-stream, on error and on Ctrl-C."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -15,10 +14,10 @@ from pydantic import Field
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+from vapipe.pipeline.stage import StageConfig, StageContext
 from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
 from vapipe.stages.sinks.encoder import Encoding, Recorder
-from vapipe.stages.sinks.paths import output_path, paths_for
+from vapipe.stages.sinks.paths import PathSink, output_path
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +57,11 @@ class VideoConfig(StageConfig):
 
 
 @register("video")
-class VideoSink(Stage):
+class VideoSink(PathSink):
     """Draws detections on each frame and encodes an H.264 video per source."""
 
     Config = VideoConfig
     config: VideoConfig
-
-    @classmethod
-    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
-        return paths_for(config.path, source_ids)
 
     def open(self, context: StageContext) -> None:
         self._recorders: dict[str, Recorder] = {}

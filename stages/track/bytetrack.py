@@ -8,42 +8,21 @@ tracks. A track gets its id once confirmed; ids count from 1 per source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.track import kalman
+from vapipe.stages.track.config import TrackConfig
 
 TRACKED, LOST = 0, 1
-
-
-@dataclass(frozen=True)
-class TrackerParams:
-    high_score: float = 0.5
-    """Detections at or above this score start and first match tracks."""
-    low_score: float = 0.1
-    """Detections between this and ``high_score`` only keep existing tracks alive."""
-    new_track_score: float = 0.6
-    """A detection left unmatched starts a track only at or above this score."""
-    match_iou: float = 0.2
-    """Least overlap (IoU, times the score) for the first association."""
-    low_match_iou: float = 0.5
-    """Least overlap for the second, low-score association."""
-    lost_s: float = 1.0
-    """How long a lost track may be found again, in stream seconds."""
-    confirm_frames: int = 2
-    """Consecutive matches before a new track is confirmed (gets an id and is output)."""
-    class_aware: bool = True
-    """Only detections of the track's class match it."""
 
 
 class ByteTracker:
     """The tracks of one source. ``update`` takes a frame's detections and returns them with
     ``track_id`` set: the id of the confirmed track each belongs to, or -1."""
 
-    def __init__(self, params: TrackerParams) -> None:
+    def __init__(self, params: TrackConfig) -> None:
         self.params = params
         self.next_id = 1
         self.frames = 0

@@ -8,8 +8,9 @@ import pytest
 
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.bytetrack import ByteTracker, TrackerParams, iou_matrix
-from vapipe.stages.track.stage import TrackConfig, TrackStage
+from vapipe.stages.track.bytetrack import ByteTracker, iou_matrix
+from vapipe.stages.track.config import TrackConfig
+from vapipe.stages.track.stage import TrackStage
 
 NAMES = ("person", "bicycle", "car")
 
@@ -41,7 +42,7 @@ def run(tracker: ByteTracker, frames: list[Detections], fps: float = 25) -> list
 def test_two_objects_crossing_keep_their_ids() -> None:
     # A walks right, B walks left on the same row; they pass through each other at frame 20.
     frames = [dets([box_at(10 + 10 * i, 100), box_at(410 - 10 * i, 100)]) for i in range(41)]
-    ids = run(ByteTracker(TrackerParams()), frames)
+    ids = run(ByteTracker(TrackConfig()), frames)
     assert ids[0] == [1, 2]
     # Around the crossing, boxes overlap and the assignment could swap: the motion model must
     # carry each track through. Compare far before and far after.
@@ -57,7 +58,7 @@ def test_missed_frames_and_low_scores_keep_the_id() -> None:
             frames.append(dets([box_at(10 + 5 * i, 50)], scores=[0.2]))  # occluded: low score
         else:
             frames.append(dets([box_at(10 + 5 * i, 50)]))
-    ids = run(ByteTracker(TrackerParams()), frames)
+    ids = run(ByteTracker(TrackConfig()), frames)
     flat = {i for frame in ids for i in frame}
     assert flat == {1}, f"the object got new ids: {ids}"
     assert all(frame == [1] for frame in ids[20:25]), "low-score boxes did not keep the track"
@@ -67,19 +68,19 @@ def test_a_track_lost_longer_than_lost_s_comes_back_with_a_new_id() -> None:
     frames = [dets([box_at(100, 100)]) for _ in range(5)]
     frames += [dets([]) for _ in range(40)]  # 1.6 s at 25 fps > lost_s 1.0
     frames += [dets([box_at(100, 100)]) for _ in range(5)]
-    ids = run(ByteTracker(TrackerParams(lost_s=1.0)), frames)
+    ids = run(ByteTracker(TrackConfig(lost_s=1.0)), frames)
     assert ids[0] == [1] and ids[-1] == [2], ids[-5:]
 
 
 def test_new_tracks_wait_for_confirmation_after_the_first_frame() -> None:
     frames = [dets([box_at(0, 0)])] + [dets([box_at(0, 0), box_at(300, 300)]) for _ in range(3)]
-    ids = run(ByteTracker(TrackerParams(confirm_frames=3)), frames)
+    ids = run(ByteTracker(TrackConfig(confirm_frames=3)), frames)
     assert ids == [[1], [1, -1], [1, -1], [1, 2]], ids
 
 
 def test_a_one_frame_flicker_never_gets_an_id() -> None:
     frames = [dets([box_at(0, 0)]), dets([box_at(0, 0), box_at(300, 300)]), dets([box_at(0, 0)])]
-    tracker = ByteTracker(TrackerParams())
+    tracker = ByteTracker(TrackConfig())
     ids = run(tracker, frames + [dets([box_at(0, 0)])] * 3)
     assert max(max(frame) for frame in ids) == 1 and tracker.next_id == 2
 
@@ -87,15 +88,15 @@ def test_a_one_frame_flicker_never_gets_an_id() -> None:
 def test_class_aware_tracks_do_not_change_class() -> None:
     frames = [dets([box_at(0, 0)], classes=[0]) for _ in range(3)]
     frames += [dets([box_at(0, 0)], classes=[2]) for _ in range(3)]
-    ids = run(ByteTracker(TrackerParams(class_aware=True)), frames)
+    ids = run(ByteTracker(TrackConfig(class_aware=True)), frames)
     assert ids[0] == [1] and ids[-1] == [2]
-    ids = run(ByteTracker(TrackerParams(class_aware=False)), frames)
+    ids = run(ByteTracker(TrackConfig(class_aware=False)), frames)
     assert {i for frame in ids for i in frame} == {1}
 
 
 def test_low_score_detections_never_start_tracks() -> None:
     frames = [dets([box_at(0, 0)], scores=[0.4]) for _ in range(10)]
-    assert run(ByteTracker(TrackerParams()), frames) == [[-1]] * 10
+    assert run(ByteTracker(TrackConfig()), frames) == [[-1]] * 10
 
 
 def frame(source: str, seq: int, boxes: Detections) -> Frame:
