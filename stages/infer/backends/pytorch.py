@@ -7,6 +7,7 @@ For machines where PyTorch has a GPU build (CUDA or ROCm) but onnxruntime has no
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,7 @@ class TorchBackend:
         )
         self.device = f"torch:{kind}:{self.torch_device.index or 0} ({label})"
         self.pinned = self.torch_device.type == "cuda"
-        self._staging: dict[Any, Any] = {}
+        self._staging = threading.local()
         log.info(
             "%s: PyTorch %s on %s%s", name, torch.__version__, self.device, " fp16" if fp16 else ""
         )
@@ -104,12 +105,14 @@ class TorchBackend:
         with torch.inference_mode():
             tensor = torch.from_numpy(np.ascontiguousarray(batch))
             if self.pinned:
-                # Page-locked staging, allocated once per batch shape: pinning per call costs
-                # more than the copy it speeds up.
-                staging = self._staging.get(tensor.shape)
+                # Page-locked staging, allocated once per batch shape and per thread: pinning
+                # per call costs more than the copy it speeds up, and two inference workers
+                # sharing one buffer overwrite each other's batch before it reaches the GPU.
+                buffers = self._staging.__dict__.setdefault("by_shape", {})
+                staging = buffers.get(tensor.shape)
                 if staging is None:
                     staging = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-                    self._staging[tensor.shape] = staging
+                    buffers[tensor.shape] = staging
                 staging.copy_(tensor)
                 tensor = staging
             tensor = tensor.to(self.torch_device, dtype=self.dtype, non_blocking=True)

@@ -34,3 +34,28 @@ def test_torch_matches_onnxruntime_in_batches(model: str, size: int, scale: floa
     got = backend.run(batch)
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() <= 1e-3 * np.abs(expected).max()
+
+
+def test_workers_calling_at_once_get_their_own_results() -> None:
+    """Several inference workers share one backend: each call must return its own batch's
+    output, exactly as a serial call does."""
+    import threading
+
+    path = str(asset("models", "yolox_nano.onnx"))
+    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu"))
+    rng = np.random.default_rng(5)
+    batches = [rng.random((2, 3, 416, 416), dtype=np.float32) * 255 for _ in range(6)]
+    serial = [backend.run(batch) for batch in batches]
+    results: dict[int, np.ndarray] = {}
+
+    def work(index: int) -> None:
+        for _ in range(3):
+            results[index] = backend.run(batches[index])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(batches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    for index, expected in enumerate(serial):
+        np.testing.assert_allclose(results[index], expected, rtol=1e-5, atol=1e-4)
