@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ Kind = Literal["models", "media"]
 ASSETS_ENV = "VAPIPE_ASSETS"
 OFFLINE_ENV = "VAPIPE_OFFLINE"
 SAMPLE_SCHEME = "sample:"
+LABELS = {"models": "model", "media": "sample"}
 
 
 def manifest_entries(kind: Kind) -> dict[str, dict[str, Any]]:
@@ -93,6 +95,15 @@ def local_media(uri: str) -> str | None:
     return next((str(path) for path in found if path.is_file()), None)
 
 
+class AssetMissing(PipelineError):
+    """A manifest entry that is neither on this machine nor downloadable now."""
+
+    def __init__(self, kind: Kind, name: str, looked: str, reason: str) -> None:
+        self.kind, self.name, self.reason = kind, name, reason
+        self.file = manifest_entries(kind)[name]["file"]
+        super().__init__(f"{LABELS[kind]} '{name}' ({self.file}) not found in {looked}; {reason}")
+
+
 def fetch(kind: Kind, name: str, *, force_download: bool = False) -> Path:
     """The local file for a manifest entry, downloading it to the cache if needed."""
     entry = manifest_entries(kind)[name]
@@ -101,22 +112,18 @@ def fetch(kind: Kind, name: str, *, force_download: bool = False) -> Path:
         for folder in dirs:
             candidate = folder / entry["file"]
             if candidate.is_file():
-                log.debug("%s '%s' found at %s", kind[:-1], name, candidate)
+                log.debug("%s '%s' found at %s", LABELS[kind], name, candidate)
                 return candidate
     looked = ", ".join(str(d) for d in dirs)
     if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
-        raise PipelineError(
-            f"{kind[:-1]} '{name}' ({entry['file']}) not found in {looked}; "
-            f"{OFFLINE_ENV} is set, so it was not downloaded"
-        )
+        raise AssetMissing(kind, name, looked, f"{OFFLINE_ENV} is set, so it was not downloaded")
     target = cache_dir() / kind / entry["file"]
     try:
         _download_entry(entry, target)
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise PipelineError(
-            f"{kind[:-1]} '{name}' ({entry['file']}) not found in {looked}, and "
-            f"downloading {entry['url']} failed: {reason}"
+        raise AssetMissing(
+            kind, name, looked, f"downloading {entry['url']} failed: {reason}"
         ) from None
     return target
 
@@ -152,3 +159,45 @@ def download_file(url: str, target: Path, timeout_s: float = 30.0) -> str:
             digest.update(chunk)
             out.write(chunk)
     return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Needed:
+    """An asset a node needs before it can open."""
+
+    kind: Kind
+    name: str
+    node: str
+
+
+def prepare(needed: list[Needed]) -> None:
+    """Find or fetch every needed asset now, before any stage opens; what cannot be had is
+    one ConfigError (exit 2) naming each file, where it was looked for and how to fix it."""
+    missing: list[tuple[Needed, str]] = []
+    reason = ""
+    for item in needed:
+        try:
+            fetch(item.kind, item.name)
+        except AssetMissing as exc:
+            missing.append((item, exc.file))
+            reason = exc.reason
+    if not missing:
+        return
+    what = ", ".join(
+        f"{'model' if item.kind == 'models' else 'sample'} '{item.name}' ({file}, node "
+        f"'{item.node}')"
+        for item, file in missing
+    )
+    looked = "; ".join(
+        f"{kind}: " + ", ".join(str(d) for d in search_dirs(kind))
+        for kind in sorted({item.kind for item, _ in missing})
+    )
+    names = " ".join(
+        item.name if item.kind == "models" else f"{SAMPLE_SCHEME}{item.name}" for item, _ in missing
+    )
+    drop = ", ".join(f"{cache_dir() / item.kind / file}" for item, file in missing)
+    raise ConfigError(
+        f"missing {what}; looked in {looked}; {reason}. Fix it one of three ways: set "
+        f"{ASSETS_ENV} to a folder holding models/ and media/; run 'run-pipeline fetch {names}' "
+        f"where there is a network; or copy the files to {drop}"
+    )

@@ -18,7 +18,7 @@ from typing import Any
 
 from vapipe import __version__
 from vapipe.pipeline import assets
-from vapipe.pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
 from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.urls import mask_credentials
@@ -114,6 +114,13 @@ def run_main(argv: list[str]) -> int:
         graph = graph_module.build(spec)
         if args.stats:
             _check_writable(Path(args.stats))
+        assets.prepare(
+            [
+                assets.Needed(kind, name, node)  # type: ignore[arg-type]
+                for node, spec_node in graph.nodes.items()
+                for kind, name in spec_node.stage_cls.assets_needed(spec_node.config)
+            ]
+        )
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE)
 
@@ -226,20 +233,36 @@ def fetch_main(argv: list[str]) -> int:
         ]
     if not names:
         parser.error("name at least one model or sample:NAME, or --all")
-    code = EXIT_OK
-    for name in names:
-        kind: assets.Kind = "media" if name.startswith(assets.SAMPLE_SCHEME) else "models"
-        key = name.removeprefix(assets.SAMPLE_SCHEME)
-        if key not in assets.manifest_entries(kind):
-            print(f"error: unknown name '{name}'", file=sys.stderr)
-            code = EXIT_USAGE
-            continue
+    wanted: list[tuple[assets.Kind, str]] = [
+        ("media", name.removeprefix(assets.SAMPLE_SCHEME))
+        if name.startswith(assets.SAMPLE_SCHEME)
+        else ("models", name)
+        for name in names
+    ]
+    unknown = [
+        name
+        for name, (kind, entry) in zip(names, wanted, strict=True)
+        if entry not in assets.manifest_entries(kind)
+    ]
+    if unknown:
+        print(f"error: unknown name {', '.join(map(repr, unknown))}", file=sys.stderr)
+        return EXIT_USAGE
+    failed: list[assets.AssetMissing] = []
+    for kind, entry in wanted:
         try:
-            print(assets.fetch(kind, key, force_download=args.force))
-        except PipelineError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            code = EXIT_FAILURE
-    return code
+            print(assets.fetch(kind, entry, force_download=args.force))
+        except assets.AssetMissing as exc:
+            failed.append(exc)
+    if failed:
+        shown = ", ".join(exc.name for exc in failed)
+        print(
+            f"error: {len(failed)} of {len(names)} not fetched ({shown}): {failed[-1].reason}; "
+            f"set {assets.ASSETS_ENV} to a folder with models/ and media/, or copy the files "
+            f"into {assets.cache_dir()}/models and /media",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    return EXIT_OK
 
 
 def doctor_main(argv: list[str]) -> int:

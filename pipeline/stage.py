@@ -87,6 +87,12 @@ class Stage:
         return {}
 
     @classmethod
+    def assets_needed(cls, config: Any) -> list[tuple[str, str]]:
+        """Manifest entries (``("models", "yolox-nano")``) this node needs: found or fetched
+        for every node before any opens."""
+        return []
+
+    @classmethod
     def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
         """Files this node would write for these sources, checked before anything opens: no
         output may be an input or another node's output."""

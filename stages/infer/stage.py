@@ -81,6 +81,10 @@ class InferStage(BatchStage):
     config: InferConfig
     backend: Backend | None = None
 
+    @classmethod
+    def assets_needed(cls, config: InferConfig) -> list[tuple[str, str]]:  # type: ignore[override]
+        return [("models", config.model)] if model_entry(config.model) else []
+
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.max_batch = cfg.max_batch

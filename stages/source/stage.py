@@ -19,7 +19,7 @@ from typing import Any
 import av
 import numpy as np
 
-from vapipe.pipeline.assets import local_media, resolve_media
+from vapipe.pipeline.assets import SAMPLE_SCHEME, local_media, manifest_entries, resolve_media
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
 from vapipe.pipeline.registry import register
@@ -72,6 +72,14 @@ class VideoSource(SourceStage):
     @classmethod
     def source_id_of(cls, name: str, config: SourceConfig) -> str:  # type: ignore[override]
         return config.source_id or name
+
+    @classmethod
+    def assets_needed(cls, config: SourceConfig) -> list[tuple[str, str]]:  # type: ignore[override]
+        if config.uri.startswith(SAMPLE_SCHEME):
+            name = config.uri[len(SAMPLE_SCHEME) :]
+            if name in manifest_entries("media"):
+                return [("media", name)]
+        return []
 
     @classmethod
     def files_read(cls, config: SourceConfig) -> list[str]:  # type: ignore[override]
