@@ -283,9 +283,16 @@ def stages_main(argv: list[str]) -> int:
         description="List stage types and their config keys (built-ins and plugins).",
     )
     parser.add_argument("type", nargs="?", help="show one type only")
+    parser.add_argument(
+        "--markdown", action="store_true", help="the reference as markdown (docs/configuration.md)"
+    )
     args = parser.parse_args(argv)
     from vapipe.pipeline import registry
-    from vapipe.pipeline.reference import keys
+    from vapipe.pipeline.reference import keys, markdown
+
+    if args.markdown:
+        print(markdown({name: registry.lookup(name) for name in registry.type_names()}), end="")
+        return EXIT_OK
 
     names = [args.type] if args.type else registry.type_names()
     for name in names:

@@ -84,3 +84,36 @@ def _type_name(annotation: Any) -> str:
         return _type_name(args[0])
     names = {bool: "boolean", int: "integer", float: "float", str: "string", SecretStr: "secret"}
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def markdown(types: dict[str, type]) -> str:
+    """The configuration reference as markdown: ``[pipeline]``, ``[queues]``, then every stage
+    type with each key's type, default and meaning (docs/configuration.md)."""
+    from vapipe.pipeline.config import PipelineSettings, QueueSettings
+
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from the config classes by `run-pipeline stages --markdown`; a test fails",
+        "when this file is out of date. Keys of a table in a table (`reconnect.max_s`) are set",
+        "as `[nodes.NAME.reconnect]` or inline; `backend[torch].device` applies when",
+        '`backend.type = "torch"`.',
+        "",
+    ]
+
+    def table(title: str, doc: str, model: type[BaseModel]) -> None:
+        out.extend([f"## {title}", "", " ".join(doc.split()), ""])
+        out.extend(["| key | type | default | meaning |", "| --- | --- | --- | --- |"])
+        for key in keys(model):
+            cells = [f"`{key.key}`", key.type, key.default or "", key.doc]
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        out.append("")
+
+    table("`[pipeline]`", PipelineSettings.__doc__ or "", PipelineSettings)
+    table('`[queues."a ! b"]`', QueueSettings.__doc__ or "", QueueSettings)
+    for name in sorted(types):
+        cls = types[name]
+        if name.startswith("test-"):
+            continue
+        table(f'`type = "{name}"`', cls.__doc__ or "", cls.Config)
+    return "\n".join(out).rstrip() + "\n"

@@ -59,3 +59,19 @@ def test_fetch_rejects_unknown_names_and_finds_local_assets(
     assert lines[0].endswith("media/people.mp4") and lines[1].endswith("models/yolox_nano.onnx")
     assert main(["fetch", "no-such-model"]) == 2
     assert "unknown name 'no-such-model'" in capsys.readouterr().err
+
+
+def test_configuration_reference_is_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/configuration.md is what `run-pipeline stages --markdown` prints now: a key added,
+    renamed or re-documented without regenerating it fails here."""
+    from pathlib import Path
+
+    assert main(["stages", "--markdown"]) == 0
+    generated = capsys.readouterr().out
+    committed = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert generated == committed, (
+        "docs/configuration.md is stale: run-pipeline stages --markdown > docs/configuration.md"
+    )
+    for name in ("source", "infer", "track", "analytics", "mqtt", "webhook", "video", "events"):
+        assert f'## `type = "{name}"`' in generated
+    assert "| `backend[torch].device` | string |" in generated
