@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,29 @@ class _MaskingFormatter(logging.Formatter):
         return mask_credentials(super().format(record))
 
 
-def setup_logging(level: str) -> None:
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per record, for log shippers (Loki, Elasticsearch, journald)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": mask_credentials(record.getMessage()),
+        }
+        if record.exc_info:
+            entry["traceback"] = mask_credentials(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def setup_logging(level: str, style: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        _MaskingFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
+        _JsonFormatter()
+        if style == "json"
+        else _MaskingFormatter(
+            "%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S"
+        )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -78,6 +98,12 @@ def run_parser() -> argparse.ArgumentParser:
         help="debug also shows tracebacks (default: info)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="json: one object per log line (time, level, logger, message) for log shippers",
+    )
     parser.add_argument("--version", action="version", version=f"vapipe {__version__}")
     return parser
 
@@ -103,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_main(argv: list[str]) -> int:
     parser = run_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     if args.max_frames is not None and args.max_frames < 1:
         parser.error("--max-frames must be at least 1")
     from vapipe.pipeline import config as config_module

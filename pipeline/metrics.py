@@ -121,7 +121,23 @@ def format_table(stats: dict[str, Any]) -> str:
         if key in ("provider", "providers_assigned")
     ]
     footer = f"wall {stats['wall_s']:.2f} s, exit {stats['exit_code']}"
-    return "\n".join([*lines, *extras, footer])
+    return "\n".join([*lines, *extras, *explain_drops(stats), footer])
+
+
+def explain_drops(stats: dict[str, Any]) -> list[str]:
+    """Why frames are missing, when some are: which link dropped how many of which source,
+    and what to change."""
+    lines = []
+    for name, queue in stats["queues"].items():
+        if not queue["dropped"]:
+            continue
+        sources = ", ".join(f"{s} {n}" for s, n in sorted(queue["dropped_by_source"].items()))
+        lines.append(
+            f"dropped {queue['dropped']} frames on '{name}' ({sources}): the link is leaky = "
+            f"\"{queue['leaky']}\" (a live source's default) and '{queue['dst']}' fell behind; "
+            f'set [queues."{name}"] leaky = "no" to lose none (latency then grows)'
+        )
+    return lines
 
 
 def _fmt(value: float | None) -> str:
