@@ -110,7 +110,12 @@ def run_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    commands = {"fetch": fetch_main, "stages": stages_main, "doctor": doctor_main}
+    commands = {
+        "fetch": fetch_main,
+        "stages": stages_main,
+        "doctor": doctor_main,
+        "models": models_main,
+    }
     try:
         if args and args[0] in commands:
             # These have files to clean up on Ctrl-C (a download): KeyboardInterrupt again.
@@ -289,6 +294,12 @@ def fetch_main(argv: list[str]) -> int:
         )
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def models_main(argv: list[str]) -> int:
+    from vapipe.pipeline.models_cmd import main as models
+
+    return models(argv)
 
 
 def doctor_main(argv: list[str]) -> int:
