@@ -135,12 +135,34 @@ def _pyav(out: Callable[[str], None]) -> None:
                 bucket.append(name)
             except Exception:
                 continue
-    # Built into this FFmpeg; each works only with its hardware and driver present.
+    # Built into this FFmpeg; each works only with its hardware and driver present, so the
+    # encoders are really opened here: a listed one that does not open would fail the run.
+    usable = [name for name in encoders if _opens(name) is None]
     out(f"  hardware decoders built in: {', '.join(decoders) or 'none'}")
     out(f"  hardware encoders built in: {', '.join(encoders) or 'none'}")
+    out(f"  hardware encoders that open here (video.codec): {', '.join(usable) or 'none'}")
+    for name in encoders:
+        if name not in usable:
+            out(f"    {name}: {_opens(name)}")
     hwaccel = getattr(getattr(av, "codec", None), "hwaccel", None)
     if hwaccel is not None and hasattr(hwaccel, "hwdevices_available"):
         out(f"  hardware device types: {', '.join(hwaccel.hwdevices_available()) or 'none'}")
+
+
+def _opens(codec: str) -> str | None:
+    """None if an encoder context of ``codec`` opens on this machine, else why not."""
+    from fractions import Fraction
+
+    import av
+
+    try:
+        context = av.codec.CodecContext.create(codec, "w")
+        context.width, context.height, context.pix_fmt = 256, 144, "yuv420p"
+        context.time_base, context.framerate = Fraction(1, 25), Fraction(25)
+        context.open()
+    except Exception as exc:  # any reason: this is a report
+        return f"does not open ({type(exc).__name__}: {exc})"
+    return None
 
 
 def _torch(out: Callable[[str], None]) -> None:

@@ -70,7 +70,10 @@ def expand_env(value: Any, file: str, text: str, path: tuple[str, ...]) -> Any:
                     node = path[1] if len(path) > 2 and path[0] == "nodes" else None
                     key = path[-1] if path else None
                     raise ConfigError(
-                        f"environment variable ${{{name}}} is not set (use ${{{name}:-default}})",
+                        f"environment variable ${{{name}}} is not set: set it, or give the value "
+                        f"with --set {node}.{key}=..."
+                        if node and key
+                        else f"environment variable ${{{name}}} is not set",
                         file=file,
                         line=find_line(text, node, key),
                         node=node,

@@ -25,7 +25,7 @@ _URL_WITH_USERINFO = re.compile(
 # scheme://user:pass with no '@' left: a URL cut short (a truncated message). Only a port
 # (digits) may follow the colon of a real host.
 _CUT_USERINFO = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:?//)[^\s'\"<>/@:]+:(?!\d+(?:[\s'\"<>/]|$))[^\s'\"<>/@]*"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:?//)[^\s'\"<>/@:]+:(?!\d+(?:[\s'\"<>/?]|$))[^\s'\"<>/@]*"
     r"(?=[\s'\"<>]|$)"
 )
 _SECRET_KEYS = frozenset({"password", "passwd", "token", "secret", "api_key"})

@@ -3,6 +3,7 @@ rejected with one ConfigError line naming where; never another exception, never 
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from vapipe.pipeline import config, graph
 from vapipe.pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault("VAPIPE_RTSP_URL", "rtsp://127.0.0.1:8554/stream")  # rtsp.toml needs one
 CONFIGS = sorted((REPO / "configs").glob("*.toml"))
 
 VALUES = st.one_of(

@@ -75,3 +75,21 @@ def test_configuration_reference_is_up_to_date(capsys: pytest.CaptureFixture[str
     for name in ("source", "infer", "track", "analytics", "mqtt", "webhook", "video", "events"):
         assert f'## `type = "{name}"`' in generated
     assert "| `backend[torch].device` | string |" in generated
+
+
+def test_doctor_opens_the_hardware_encoders_it_lists(capsys: pytest.CaptureFixture[str]) -> None:
+    import av
+
+    from vapipe.pipeline.doctor import _opens
+
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if "hardware encoders that open here" in l)  # noqa: E741
+    usable = line.split(": ", 1)[1]
+    for name in [] if usable == "none" else usable.split(", "):
+        assert _opens(name) is None, f"doctor lists {name} as usable but it does not open"
+    assert _opens("libx264") is None, "the software encoder must open"
+    builtin = [n for n in av.codecs_available if n.endswith("_nvenc")]
+    for name in builtin:
+        if _opens(name) is not None:
+            assert f"    {name}: does not open" in out

@@ -189,9 +189,20 @@ def test_cli_config_error_is_one_line_exit_2(
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.toml")), ids=lambda p: p.name)
-def test_every_shipped_config_is_valid(path: Path) -> None:
+def test_every_shipped_config_is_valid(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VAPIPE_RTSP_URL", "rtsp://127.0.0.1:8554/stream")
     built = graph.build(config.load(path))
     assert built.order, f"{path} has no nodes"
+
+
+def test_the_camera_config_names_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VAPIPE_RTSP_URL", raising=False)
+    with pytest.raises(ConfigError) as raised:
+        config.load(REPO / "configs" / "rtsp.toml")
+    assert str(raised.value).endswith(
+        "node 'cam' key 'uri': environment variable ${VAPIPE_RTSP_URL} is not set: set it, "
+        "or give the value with --set cam.uri=..."
+    )
 
 
 def test_nested_tables_are_checked_with_their_own_keys() -> None:
