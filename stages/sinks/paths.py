@@ -10,19 +10,20 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.stage import Stage
 
 
-def fill_path(template: str, source_id: str) -> str:
-    """``out/{source_id}.mp4`` -> ``out/cam.mp4``."""
+def fill_path(template: str, source_id: str, seq: int = 0) -> str:
+    """``out/{source_id}.mp4`` -> ``out/cam.mp4``; ``{seq}`` (images) is the frame number."""
     try:
-        return template.format(source_id=source_id)
+        return template.format(source_id=source_id, seq=seq)
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(
-            f"bad placeholder in '{template}': only {{source_id}} is known ({exc})", key="path"
+            f"bad placeholder in '{template}': only {{source_id}} and {{seq}} are known ({exc})",
+            key="path",
         ) from None
 
 
-def output_path(template: str, source_id: str) -> Path:
-    """The file for ``source_id``, its folder created."""
-    path = Path(fill_path(template, source_id))
+def output_path(template: str, source_id: str, seq: int = 0) -> Path:
+    """The file for ``source_id`` (and frame ``seq``), its folder created."""
+    path = Path(fill_path(template, source_id, seq))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

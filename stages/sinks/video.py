@@ -5,28 +5,36 @@ end-of-stream, on error and on Ctrl-C."""
 from __future__ import annotations
 
 import logging
+import os
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import av
+import cv2
+import numpy as np
 from pydantic import Field
 
-from vapipe.pipeline.errors import PipelineError
+from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
 from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
-from vapipe.stages.sinks.encoder import Encoding, Recorder
+from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name
 from vapipe.stages.sinks.paths import PathSink, output_path
 
 log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
 
 class VideoConfig(StageConfig):
     """The output file, the encoder and what is drawn."""
 
     path: str = "out/annotated.mp4"
-    """Output file; ``{source_id}`` gives one file per source (needed with several sources)."""
+    """Output file; ``{source_id}`` gives one file per source (needed with several sources).
+    An image extension (``.jpg``, ``.png``...) writes annotated pictures instead: one per frame
+    with ``{seq}`` in the path, else the latest frame."""
     codec: str = "libx264"
     """FFmpeg encoder name (``libx264``, ``h264_nvenc``, ``h264_vaapi``, ``libopenh264``...)."""
     preset: str | None = "veryfast"
@@ -69,9 +77,18 @@ class VideoSink(PathSink):
         self.written: dict[str, int] = {}
 
     def process(self, frame: Frame) -> tuple[Frame]:
+        cfg = self.config
+        if Path(cfg.path).suffix.lower() in IMAGE_SUFFIXES:
+            self._write_image(self._draw(frame), frame)
+            return (frame,)
         recorder = self._recorders.get(frame.source_id)
         if recorder is None:
             recorder = self._start(frame)
+        recorder.write(self._draw(frame), frame.pts)
+        self.written[frame.source_id] = recorder.frames
+        return (frame,)
+
+    def _draw(self, frame: Frame) -> np.ndarray:
         cfg = self.config
         picture = draw_detections(
             frame.image,
@@ -81,12 +98,21 @@ class VideoSink(PathSink):
             labels=cfg.labels,
         )
         if cfg.trail_frames and frame.detections is not None:
-            draw_trails(picture, self._trails[frame.source_id].update(frame.detections))
+            trails = self._trails.setdefault(frame.source_id, Trails(cfg.trail_frames))
+            draw_trails(picture, trails.update(frame.detections))
         if frame.analytics is not None:
             draw_analytics(picture, frame.analytics)
-        recorder.write(picture, frame.pts)
-        self.written[frame.source_id] = recorder.frames
-        return (frame,)
+        return picture
+
+    def _write_image(self, picture: np.ndarray, frame: Frame) -> None:
+        """An annotated picture (JPEG, PNG... by the path's extension), replaced whole: one
+        file per frame with ``{seq}`` in the path, else the latest frame (a snapshot)."""
+        path = output_path(self.config.path, frame.source_id, frame.seq)
+        partial = partial_name(path)
+        if not cv2.imwrite(str(partial), picture):
+            raise ConfigError(f"cannot write the image {path}", key="path")
+        os.replace(partial, path)
+        self.written[frame.source_id] = self.written.get(frame.source_id, 0) + 1
 
     def _start(self, frame: Frame) -> Recorder:
         cfg = self.config

@@ -124,3 +124,32 @@ def test_multi_config_writes_one_video_per_camera(tmp_path: Path) -> None:
         assert 0 < video["frames"] == len(frames), source
         seqs = [e["seq"] for e in frames]
         assert seqs == sorted(set(seqs)), source
+
+
+def test_a_still_image_gives_an_annotated_image(tmp_path: Path) -> None:
+    import cv2
+
+    result = cli(
+        str(FILE_CONFIG), "--set", "cam.uri=sample:dog", "--set", "video.path=out/dog.jpg",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    from tests.conftest import asset
+
+    drawn = cv2.imread(str(tmp_path / "out/dog.jpg"))
+    original = cv2.imread(str(asset("media", "dog.jpg")))
+    assert drawn is not None and drawn.shape == original.shape
+    # Boxes were drawn: many pixels changed, far more than JPEG re-encoding alone changes.
+    changed = (np.abs(drawn.astype(int) - original.astype(int)).max(axis=2) > 60).mean()
+    assert changed > 0.005, changed
+    assert not list((tmp_path / "out").glob("*.partial.*"))
+
+
+def test_frames_as_numbered_images(tmp_path: Path) -> None:
+    result = cli(
+        str(FILE_CONFIG), "--max-frames", "3", "--set", "video.path=out/frame-{seq}.png",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    names = sorted(p.name for p in (tmp_path / "out").glob("frame-*.png"))
+    assert names == ["frame-0.png", "frame-1.png", "frame-2.png"]
