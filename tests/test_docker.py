@@ -1,0 +1,77 @@
+"""The Docker files, without a Docker engine: hadolint passes, every file and folder they
+copy exists, every command they run is one the CLI knows, and compose's parts fit."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DOCKERFILES = sorted((REPO / "docker").glob("*/Dockerfile"))
+
+
+def test_there_are_cpu_rocm_and_camera_images() -> None:
+    assert {p.parent.name for p in DOCKERFILES} == {"cpu", "rocm", "camera"}
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_hadolint_passes(dockerfile: Path) -> None:
+    binary = shutil.which("hadolint") or str(Path(__import__("sys").executable).parent / "hadolint")
+    result = subprocess.run(
+        [binary, "--config", str(REPO / ".hadolint.yaml"), str(dockerfile)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_copied_paths_exist_and_commands_are_real(dockerfile: Path) -> None:
+    text = dockerfile.read_text()
+    for sources in re.findall(r"^COPY\s+(.+?)\s+\S+$", text, re.MULTILINE):
+        for source in sources.split():
+            assert (REPO / source).exists(), f"{dockerfile}: COPY {source}: no such path"
+    assert re.search(r"^USER \d+", text, re.MULTILINE), "runs as root"
+    assert "HEALTHCHECK" in text
+    if "run-pipeline" in text:
+        entry = re.search(r'^CMD \["(.+?)"\]', text, re.MULTILINE)
+        assert entry and (REPO / entry.group(1)).is_file(), "the default config is missing"
+        for command in re.findall(r'CMD \["run-pipeline", "(\w+)"', text):
+            assert command in ("doctor", "stages", "models", "fetch")
+
+
+def test_dockerignore_keeps_the_context_small() -> None:
+    ignored = (REPO / ".dockerignore").read_text().split()
+    for heavy in (".venv", ".git", "out", "assets"):
+        assert heavy in ignored
+
+
+def test_rocm_image_is_usable_on_amd_gpus() -> None:
+    text = (REPO / "docker" / "rocm" / "Dockerfile").read_text()
+    assert re.search(r"ARG ROCM_VERSION=\d+\.\d+\.\d+", text), "the ROCm base is not pinned"
+    assert "rocm-rel-${ROCM_VERSION}" in text, "ONNX Runtime not tied to the image's ROCm"
+    assert "rocm-opencl-runtime" in text and "--groups video" in text and "render" in text
+    readme = (REPO / "README.md").read_text()
+    for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video",
+                 "--group-add render", "HSA_OVERRIDE_GFX_VERSION"):  # fmt: skip
+        assert flag in readme, f"the README's Docker section lacks {flag}"
+
+
+def test_compose_demo_wires_camera_pipeline_and_broker() -> None:
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"camera", "broker", "pipeline"}
+    for service in ("camera", "pipeline"):
+        build = services[service]["build"]
+        assert (REPO / "docker" / build["context"] / build["dockerfile"]).is_file()
+    pipeline = services["pipeline"]
+    config = REPO / pipeline["command"][0]
+    assert config.is_file()
+    text = config.read_text()
+    assert "${VAPIPE_RTSP_URL}" in text and "VAPIPE_MQTT_HOST" in text
+    assert pipeline["environment"]["VAPIPE_RTSP_URL"].startswith("rtsp://camera:8554/")
+    assert pipeline["environment"]["VAPIPE_MQTT_HOST"] == "broker"
