@@ -15,7 +15,8 @@ class SourceConfig(StageConfig):
 
     uri: str
     """A file path, ``sample:NAME`` (people, traffic, horses, dog), ``rtsp://...`` (any URL
-    FFmpeg opens), or a webcam: ``webcam:0`` or ``/dev/video0``."""
+    FFmpeg opens), a webcam (``webcam:0`` or ``/dev/video0``), or a folder or glob of images
+    (``photos/`` or ``photos/*.jpg``: one frame each, in name order)."""
     source_id: str | None = None
     """Name carried by every frame and event; default: the node's name."""
     live: bool | None = None
@@ -44,7 +45,7 @@ class SourceConfig(StageConfig):
     height: int | None = Field(None, gt=0)
     """Webcam capture height."""
     fps: float | None = Field(None, gt=0)
-    """Webcam frame rate."""
+    """Webcam frame rate; for a folder of images, the pts step between them (default 1)."""
     pixel_format: str | None = None
     """Webcam pixel format as v4l2 names it (``mjpeg``, ``yuyv422``, ``h264``)."""
     auto_rotate: bool = True

@@ -17,7 +17,6 @@ from fractions import Fraction
 from typing import Any
 
 import av
-import numpy as np
 
 from vapipe.pipeline.assets import SAMPLE_SCHEME, local_media, manifest_entries, resolve_media
 from vapipe.pipeline.errors import ConfigError, PipelineError
@@ -27,6 +26,7 @@ from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
+from vapipe.stages.source.images import image_paths
 from vapipe.stages.source.inputs import (
     HTTP_SCHEMES,
     InputSpec,
@@ -34,6 +34,7 @@ from vapipe.stages.source.inputs import (
     is_network,
     webcam_device,
 )
+from vapipe.stages.source.opening import call_or_stop, upright
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ class VideoSource(SourceStage):
             return []
         if webcam_device(local) is not None:
             return []
-        return [local]
+        images = image_paths(local)
+        return [local] if images is None else images
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
@@ -96,6 +98,12 @@ class VideoSource(SourceStage):
         self.live = self.is_live(cfg)
         self.spec = self._spec()
         self.display_uri = mask_credentials(self.spec.file)
+        self._images = image_paths(self.spec.file)
+        if self._images is not None:
+            if not self._images:
+                raise ConfigError(f"no images in {self.display_uri}", key="uri")
+            self._session = None
+            return
         if self.spec.kind == "webcam":
             if not os.path.exists(self.spec.file):
                 raise ConfigError(f"webcam not found: {self.spec.file}", key="uri")
@@ -166,6 +174,8 @@ class VideoSource(SourceStage):
         return container, video
 
     def total_frames(self) -> int | None:
+        if getattr(self, "_images", None) is not None:
+            return len(self._images)  # type: ignore[arg-type]
         return self.stream_info.frame_count if self.stream_info else None
 
     # -- reading ------------------------------------------------------------------------
@@ -173,7 +183,9 @@ class VideoSource(SourceStage):
     def frames(self) -> Iterator[Frame | Message]:
         self._seq = 0
         self._last_pts: float | None = None
-        if self.spec.kind == "file" or (self.spec.kind == "url" and not self.live):
+        if self._images is not None:
+            yield from self._image_frames(self._images)
+        elif self.spec.kind == "file" or (self.spec.kind == "url" and not self.live):
             yield from self._file_frames()
         else:
             yield from self._live_frames()
@@ -190,6 +202,32 @@ class VideoSource(SourceStage):
             if not self._stop.is_set():
                 self._account(self._seq - first, video.frames)
             session = self._connect() if self.config.loop and not self._stop.is_set() else None
+
+    def _image_frames(self, paths: list[str]) -> Iterator[Frame]:
+        """Each picture once, ``fps`` apart in pts (1 per second unless set)."""
+        interval = 1.0 / (self.config.fps or 1.0)
+        for index, path in enumerate(paths):
+            if self._stop.is_set():
+                return
+            self.spec = input_spec(path)
+            try:
+                container, video = self._connect()
+            except PipelineError as exc:
+                self.decode_errors += 1
+                log.warning("%s: skipped %s (%s)", self.name, path, exc)
+                continue
+            try:
+                picture = next(container.decode(video), None)
+            except av.error.FFmpegError as exc:
+                picture = None
+                log.warning("%s: skipped %s (%s)", self.name, path, exc)
+            finally:
+                container.close()
+            if picture is None:
+                self.decode_errors += 1
+                continue
+            yield self._frame(picture, index * interval)
+        self._account(self._seq, len(paths))
 
     def _account(self, delivered: int, announced: int) -> None:
         """A file read to its end: no frame is a failure; fewer than announced, a warning."""
@@ -258,24 +296,8 @@ class VideoSource(SourceStage):
             yield self._message("source_down", reason=reason, attempt=0)
 
     def _connect_or_stop(self) -> tuple[Any, Any] | None:
-        """``_connect``, given up as soon as the source is asked to stop (None): FFmpeg cannot
-        be interrupted while it opens a URL, and Ctrl-C must not wait ``open_timeout_s``."""
-        outcome: list[Any] = []
-
-        def attempt() -> None:
-            try:
-                outcome.append(self._connect())
-            except BaseException as exc:  # handed to the source thread below
-                outcome.append(exc)
-
-        opener = threading.Thread(target=attempt, name=f"{self.name}-open", daemon=True)
-        opener.start()
-        while opener.is_alive():
-            if self._stop.wait(0.05):
-                return None  # the opener ends by itself at its timeout; its result is dropped
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
+        """``_connect``, given up as soon as the source is asked to stop (None)."""
+        return call_or_stop(self._connect, self._stop, f"{self.name}-open")
 
     def _session_frames(self, container: Any, video: Any, paced: bool) -> Iterator[Frame]:
         """Frames of one open container, with pts made monotonic across sessions."""
@@ -329,20 +351,13 @@ class VideoSource(SourceStage):
                 # backpressure, not a stalled camera.
                 last_frame_at = time.monotonic()
 
-    def _upright(self, picture: Any) -> np.ndarray:
-        """The picture as it is meant to be seen: phones record sideways and say so in the
-        display matrix (degrees counterclockwise, FFmpeg's convention)."""
-        image = picture.to_ndarray(format="bgr24")
-        turns = round(getattr(picture, "rotation", 0) / 90) % 4 if self.config.auto_rotate else 0
-        return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
-
     def _frame(self, picture: Any, pts: float) -> Frame:
         frame = Frame(
             source_id=self.source_id,
             seq=self._seq,
             pts=pts,
             capture_time=time.time(),
-            image=self._upright(picture),
+            image=upright(picture, self.config.auto_rotate),
             stream=self.stream_info,
         )  # type: ignore[arg-type]
         self._seq += 1

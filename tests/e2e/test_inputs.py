@@ -8,6 +8,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+import pytest
 
 from tests.e2e.helpers import FILE_CONFIG, REPO, cli, make_clip, probe_video, read_events
 
@@ -153,3 +154,34 @@ def test_frames_as_numbered_images(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     names = sorted(p.name for p in (tmp_path / "out").glob("frame-*.png"))
     assert names == ["frame-0.png", "frame-1.png", "frame-2.png"]
+
+
+@pytest.mark.parametrize("pattern", ["{folder}", "{folder}/*.jpg"])
+def test_a_folder_or_glob_of_images_is_a_source(tmp_path: Path, pattern: str) -> None:
+    import shutil
+
+    import cv2
+
+    from tests.conftest import asset
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    dog = cv2.imread(str(asset("media", "dog.jpg")))
+    shutil.copy(asset("media", "dog.jpg"), folder / "b.jpg")
+    cv2.imwrite(str(folder / "a.jpg"), cv2.flip(dog, 1))  # mirrored: the dog on the right
+    cv2.imwrite(str(folder / "c.jpg"), cv2.resize(dog, (384, 288)))  # another size
+    (folder / "notes.txt").write_text("not a picture")
+    uri = pattern.format(folder=folder)
+    result = cli(
+        str(FILE_CONFIG), "--set", f"cam.uri={uri}", "--set", "video.path=out/{seq}.jpg",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = read_events(tmp_path / "out/events.jsonl")
+    assert [e["seq"] for e in events] == [0, 1, 2]
+    assert [e["pts"] for e in events] == [0.0, 1.0, 2.0]
+    dogs = [[d for d in e["detections"] if d["class_name"] == "dog"] for e in events]
+    assert all(len(d) == 1 for d in dogs), "each picture shows the dog once"
+    assert dogs[0][0]["xyxy"][0] > 384 > dogs[1][0]["xyxy"][2], "name order or mirroring lost"
+    assert dogs[2][0]["xyxy"][2] <= 384, "the small picture's boxes are in its own pixels"
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.jpg")) == ["0.jpg", "1.jpg", "2.jpg"]
