@@ -35,7 +35,8 @@ class ConfigError(PipelineError):
             subject += ": "
         elif self.key:
             subject = f"key '{self.key}': "
-        return f"{where}{subject}{self.message}"
+        # One line whatever the user typed: a value holding a newline is shown escaped.
+        return f"{where}{subject}{self.message}".replace("\r", "\\r").replace("\n", "\\n")
 
 
 class StageError(PipelineError):

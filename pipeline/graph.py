@@ -110,22 +110,31 @@ def _check_files(spec: ConfigSpec) -> None:
         node.stage_cls.source_id_of(name, node.config)  # type: ignore[attr-defined]
         for name, node in sources.items()
     ]
+
+    def real(path: str, node: str, key: str) -> str:
+        try:
+            return os.path.realpath(path)
+        except (ValueError, OSError) as exc:  # a NUL byte, a name too long
+            raise spec.error(f"invalid path {path!r}: {exc}", node=node, key=key) from None
+
     owners: dict[str, str] = {}
     for name, node in sources.items():
         for path in node.stage_cls.files_read(node.config):  # type: ignore[attr-defined]
-            owners.setdefault(os.path.realpath(path), f"the input of node '{name}'")
+            owners.setdefault(real(path, name, "uri"), f"the input of node '{name}'")
     for name, node in spec.nodes.items():
         try:
             written = node.stage_cls.files_written(node.config, source_ids)
         except ConfigError as exc:
             raise spec.error(exc.message, node=name, key=exc.key) from None
         for path in written:
-            real = os.path.realpath(path)
-            if real in owners:
+            resolved = real(path, name, "path")
+            if resolved in owners:
                 raise spec.error(
-                    f"{path} is {owners[real]}: writing it would destroy it", node=name, key="path"
+                    f"{path} is {owners[resolved]}: writing it would destroy it",
+                    node=name,
+                    key="path",
                 )
-            owners[real] = f"also written by node '{name}'"
+            owners[resolved] = f"also written by node '{name}'"
 
 
 def _edge(spec: ConfigSpec, src: str, dst: str) -> Edge:

@@ -11,6 +11,13 @@ from typing import Any
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.validation import find_line, suggest
 
+
+def shown(override: str, limit: int = 80) -> str:
+    """An override as an error line shows it: one line, cut to ``limit`` characters."""
+    text = override.replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -19,7 +26,7 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
     path, sep, value_text = override.partition("=")
     parts = [part.strip() for part in path.split(".")]
     if not sep or len(parts) < 2 or not all(parts):
-        raise ConfigError(f"--set expects NODE.KEY=VALUE, got '{override}'", file=file)
+        raise ConfigError(f"--set expects NODE.KEY=VALUE, got '{shown(override)}'", file=file)
     try:
         value = tomllib.loads(f"value = {value_text}")["value"]
     except tomllib.TOMLDecodeError:
@@ -28,7 +35,7 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
     if parts[0] not in nodes:
         known = list(nodes)
         raise ConfigError(
-            f"--set {override}: no node '{parts[0]}'{suggest(parts[0], known)}; "
+            f"--set {shown(override)}: no node '{parts[0]}'{suggest(parts[0], known)}; "
             f"nodes: {', '.join(known)}",
             file=file,
         )
@@ -40,7 +47,7 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
             target[part] = {"type": target[part]}  # backend = "torch" shorthand, then a key
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
-            raise ConfigError(f"--set {override}: '{part}' is not a table", file=file)
+            raise ConfigError(f"--set {shown(override)}: '{part}' is not a table", file=file)
     target[parts[-1]] = value
 
 
@@ -53,7 +60,7 @@ def blame_override(error: ConfigError, overrides: list[str]) -> ConfigError:
         path = "".join(override.partition("=")[0].split())
         if path == wanted or path.removesuffix(".type") == wanted:
             return ConfigError(
-                error.message, file=f"--set {override}", node=error.node, key=error.key
+                error.message, file=f"--set {shown(override)}", node=error.node, key=error.key
             )
     return error
 

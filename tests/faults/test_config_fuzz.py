@@ -63,7 +63,12 @@ def toml_value(value: Any) -> str:
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("VAPIPE_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    derandomize=not os.environ.get("VAPIPE_FUZZ_EXAMPLES"),  # CI: the same examples every run
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_mutated_configs_validate_or_fail_with_one_line(path: Path, data: st.DataObject) -> None:
     text = path.read_text(encoding="utf-8")
