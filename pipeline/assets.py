@@ -11,12 +11,13 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
 
@@ -150,15 +151,39 @@ def _download_entry(entry: dict[str, Any], target: Path) -> None:
     log.info("saved %s", target)
 
 
-def download_file(url: str, target: Path, timeout_s: float = 30.0) -> str:
-    """Stream ``url`` to ``target``; return the sha256 of what was written."""
+def download_file(
+    url: str, target: Path, timeout_s: float = 30.0, progress: IO[str] | None = None
+) -> str:
+    """Stream ``url`` to ``target``; return the sha256 of what was written. With
+    ``progress`` (stderr on a terminal, by default) a line shows how much has arrived."""
+    if progress is None and sys.stderr.isatty():
+        progress = sys.stderr
     digest = hashlib.sha256()
     request = urllib.request.Request(url, headers={"User-Agent": "vapipe"})
     with urllib.request.urlopen(request, timeout=timeout_s) as response, open(target, "wb") as out:
+        total = int(response.headers.get("Content-Length") or 0)
+        done = 0
         while chunk := response.read(1 << 20):
             digest.update(chunk)
             out.write(chunk)
+            done += len(chunk)
+            if progress is not None:
+                _show_progress(progress, Path(url).name, done, total)
+    if progress is not None:
+        progress.write("\n")
+        progress.flush()
     return digest.hexdigest()
+
+
+def _show_progress(stream: IO[str], name: str, done: int, total: int) -> None:
+    mib = done / 2**20
+    if total:
+        bar = "#" * int(30 * done / total)
+        line = f"{name} [{bar:<30}] {mib:.1f}/{total / 2**20:.1f} MiB"
+    else:
+        line = f"{name} {mib:.1f} MiB"
+    stream.write(f"\r{line}\x1b[K")
+    stream.flush()
 
 
 @dataclass(frozen=True)

@@ -98,3 +98,15 @@ def test_download_checks_sha256(
     entry["url"] = f"{base}/gone.mp4"
     with pytest.raises(PipelineError, match=r"downloading .*gone\.mp4 failed"):
         assets.fetch("media", "clip", force_download=True)
+
+
+def test_download_progress_line(http_root: tuple[str, Path], tmp_path: Path) -> None:
+    import io
+
+    base, root = http_root
+    (root / "model.onnx").write_bytes(b"x" * (3 * 2**20 + 5))
+    shown = io.StringIO()
+    assets.download_file(f"{base}/model.onnx", tmp_path / "m.onnx", progress=shown)
+    frames = shown.getvalue().split("\r")
+    assert frames[-1].startswith("model.onnx [" + "#" * 30 + "] 3.0/3.0 MiB"), frames[-1]
+    assert len(frames) >= 4, "one update per MiB received"
