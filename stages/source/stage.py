@@ -145,6 +145,12 @@ class VideoSource(SourceStage):
             container.close()
             raise PipelineError(f"{self.display_uri} has no video stream")
         video = container.streams.video[0]
+        if video.codec_context is None:  # FFmpeg knows the container, not the codec
+            container.close()
+            raise PipelineError(
+                f"{self.display_uri}: its video codec cannot be decoded here "
+                "(no decoder for it in this FFmpeg); convert it, e.g. to H.264"
+            )
         video.thread_type = "AUTO"
         if self.config.decode_threads:
             video.thread_count = self.config.decode_threads

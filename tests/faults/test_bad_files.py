@@ -107,3 +107,17 @@ def test_a_file_with_no_decodable_frame_is_a_failure(tmp_path: Path) -> None:
         f"error: stage 'cam': {clip}: no frame could be decoded"
     )
     assert not (tmp_path / "out/annotated.mp4").exists()
+
+
+def test_an_unsupported_codec_is_one_line(tmp_path: Path) -> None:
+    from tests.e2e.helpers import make_clip
+
+    clip = make_clip(tmp_path / "h264.mkv", 10)
+    # The same file, its Matroska codec id replaced by one no decoder knows.
+    unknown = tmp_path / "unknown.mkv"
+    unknown.write_bytes(clip.read_bytes().replace(b"V_MPEG4/ISO/AVC", b"V_VAPIPE/NO/ONE"))
+    result = run(tmp_path, unknown)
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: stage 'cam': {unknown}: its video codec cannot be decoded")
+    assert "Traceback" not in result.stderr
