@@ -22,10 +22,9 @@ from vapipe.pipeline.stage import StageConfig, StageContext
 from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
 from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name
 from vapipe.stages.sinks.paths import PathSink, output_path
+from vapipe.stages.source.images import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
 
 class VideoConfig(StageConfig):
@@ -75,10 +74,11 @@ class VideoSink(PathSink):
         self._recorders: dict[str, Recorder] = {}
         self._trails: dict[str, Trails] = {}
         self.written: dict[str, int] = {}
+        # An image extension: annotated pictures instead of a video.
+        self._pictures = Path(self.config.path).suffix.lower() in IMAGE_SUFFIXES
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        cfg = self.config
-        if Path(cfg.path).suffix.lower() in IMAGE_SUFFIXES:
+        if self._pictures:
             self._write_image(self._draw(frame), frame)
             return (frame,)
         recorder = self._recorders.get(frame.source_id)

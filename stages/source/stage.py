@@ -26,7 +26,7 @@ from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
-from vapipe.stages.source.images import image_paths
+from vapipe.stages.source.images import IMAGE_SUFFIXES, image_paths
 from vapipe.stages.source.inputs import (
     HTTP_SCHEMES,
     InputSpec,
@@ -38,7 +38,6 @@ from vapipe.stages.source.opening import call_or_stop, upright
 
 log = logging.getLogger(__name__)
 
-STILL_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 NETWORK_ERRORS = (av.error.FFmpegError, OSError, TimeoutError)
 
 
@@ -154,7 +153,7 @@ class VideoSource(SourceStage):
         video.thread_type = "AUTO"
         if self.config.decode_threads:
             video.thread_count = self.config.decode_threads
-        still = self.spec.file.lower().endswith(STILL_IMAGE_SUFFIXES)
+        still = self.spec.file.lower().endswith(IMAGE_SUFFIXES)
         rate = video.average_rate or video.guessed_rate
         if self.spec.kind == "webcam" and self.config.fps:
             rate = Fraction(self.config.fps).limit_denominator(1001)
