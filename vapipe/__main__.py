@@ -1,5 +1,6 @@
 """``python -m vapipe ...`` and the ``run-pipeline`` command."""
 
+import faulthandler
 import os
 import signal
 import sys
@@ -10,6 +11,8 @@ def main() -> int:
     # quietly (130): no traceback out of a half-finished import, nothing open to flush.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda _signum, _frame: os._exit(130))
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck run is waiting on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     from vapipe.pipeline.cli import main as cli_main
 
     return cli_main()

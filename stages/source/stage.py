@@ -112,7 +112,9 @@ class VideoSource(SourceStage):
             # Files open now: a broken file fails the run before anything else starts.
             self._session = self._connect()
         else:
-            av.logging.set_level(av.logging.ERROR)  # FFmpeg's own lines, masked by our handler
+            # PyAV's logging stays off (its default): its callback takes the GIL from FFmpeg's
+            # decoder threads, and closing a frame-threaded decoder then deadlocks (seen after
+            # --max-frames on RTSP). Errors reach the user through the exceptions instead.
             self._session = None
 
     def _spec(self) -> InputSpec:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -22,15 +23,25 @@ FILE_CONFIG = REPO / "configs" / "file.toml"
 def cli(
     *args: str, cwd: Path, timeout: float = 240, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """The CLI to completion. One that hangs is failed with every thread's stack (SIGUSR1
+    makes the CLI print them), so a hang seen once in CI says where it was stuck."""
+    process = subprocess.Popen(
         [sys.executable, "-m", "vapipe", *args],
         cwd=cwd,
         text=True,
-        capture_output=True,
-        timeout=timeout,
-        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=env,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        process.kill()
+        stdout, stderr = process.communicate()
+        pytest.fail(f"run-pipeline {' '.join(args)} hung for {timeout:.0f} s:\n{stderr[-6000:]}")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def spawn(*args: str, cwd: Path) -> subprocess.Popen[str]:

@@ -82,6 +82,18 @@ def test_missing_webcam_is_a_config_error(tmp_path) -> None:
         source.open(StageContext("cam"))
 
 
+def test_opening_a_live_source_leaves_pyav_logging_off() -> None:
+    """PyAV's log callback takes the GIL from FFmpeg's decoder threads: with it on, closing a
+    frame-threaded decoder deadlocked (a CI run hung after --max-frames on RTSP)."""
+    import av
+
+    from vapipe.pipeline.stage import StageContext
+
+    av.logging.set_level(None)
+    VideoSource("cam", SourceConfig(uri="rtsp://127.0.0.1:1/x")).open(StageContext("cam"))
+    assert av.logging.get_level() is None
+
+
 @pytest.mark.parametrize(
     ("uri", "extra", "live"),
     [
