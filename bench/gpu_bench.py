@@ -235,7 +235,25 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench/results/gpu.json"))
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--opencl-device", default="gpu", choices=("gpu", "cpu", "auto"))
+    parser.add_argument(
+        "--streams",
+        help="comma-separated stream counts (1,4,8,16): run the multi-stream pipeline "
+        "benchmark (bench/streams_bench.py) instead of the kernel and backend parts",
+    )
+    parser.add_argument(
+        "--work", default="/tmp/vapipe-streams", help="scratch folder for --streams"
+    )
     args = parser.parse_args()
+    if args.streams:
+        from bench.streams_bench import streams_part
+
+        counts = [int(n) for n in args.streams.split(",")]
+        streams = streams_part(counts, Path(args.work))
+        streams["command"] = "python bench/gpu_bench.py " + " ".join(sys.argv[1:])
+        streams["date"] = time.strftime("%Y-%m-%d %H:%M")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(streams, indent=2) + "\n")
+        return
     report: dict[str, Any] = {
         "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M"),

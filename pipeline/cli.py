@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vapipe import __version__
 from vapipe.pipeline import assets
@@ -23,6 +23,9 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
 from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.urls import mask_credentials
+
+if TYPE_CHECKING:
+    from vapipe.pipeline.shards import ShardRunner
 
 log = logging.getLogger("pipeline")
 
@@ -37,8 +40,13 @@ class _MaskingFormatter(logging.Formatter):
 class _JsonFormatter(logging.Formatter):
     """One JSON object per record, for log shippers (Loki, Elasticsearch, journald)."""
 
+    def __init__(self, shard: str = "") -> None:
+        super().__init__()
+        self.shard = shard
+
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, Any] = {"shard": self.shard} if self.shard else {}
+        entry |= {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
@@ -49,13 +57,14 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def setup_logging(level: str, style: str = "text") -> None:
+def setup_logging(level: str, style: str = "text", prefix: str = "") -> None:
+    """Log lines to stderr; ``prefix`` (a shard's name) starts each text line."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        _JsonFormatter()
+        _JsonFormatter(prefix.strip())
         if style == "json"
         else _MaskingFormatter(
-            "%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S"
+            f"%(asctime)s %(levelname)-7s {prefix}%(name)s: %(message)s", datefmt="%H:%M:%S"
         )
     )
     root = logging.getLogger()
@@ -80,7 +89,7 @@ def run_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NODE.KEY=VALUE",
         help="override a node key with a TOML value (det.max_batch=8, "
-        "cam.uri=video.mp4); repeatable",
+        "cam.uri=video.mp4; pipeline.shards=2 for the [pipeline] table); repeatable",
     )
     parser.add_argument(
         "--max-frames", type=int, metavar="N", help="stop each source after N frames"
@@ -155,7 +164,21 @@ def run_main(argv: list[str]) -> int:
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE)
 
-    runner = Runner(graph, max_frames=args.max_frames)
+    from vapipe.pipeline.shards import ShardRunner, shard_count, source_nodes
+
+    shards = shard_count(spec.settings.shards, len(source_nodes(graph)))
+    runner: Runner | ShardRunner
+    if shards > 1:
+        runner = ShardRunner(
+            graph,
+            shards,
+            overrides=tuple(args.overrides),
+            max_frames=args.max_frames,
+            log_level=args.log_level,
+            log_format=args.log_format,
+        )
+    else:
+        runner = Runner(graph, max_frames=args.max_frames)
     # From here to the process's end, SIGINT/SIGTERM stop the run (also while the stages
     # open) and a second one exits at once; never Python's KeyboardInterrupt.
     install_stop_signals(runner.on_signal)
@@ -208,13 +231,13 @@ def _fail(error: BaseException, code: int) -> int:
 class _Progress:
     """One self-rewriting line on stderr: frames done of total, and fps."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Runner | ShardRunner) -> None:
         self.runner = runner
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")
         self._started = time.monotonic()
 
-    def start(self, _runner: Runner) -> None:
+    def start(self, _runner: Any) -> None:
         self._started = time.monotonic()
         self._thread.start()
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vapipe.pipeline import registry
 from vapipe.pipeline.errors import ConfigError
@@ -47,6 +47,22 @@ class PipelineSettings(BaseModel):
     """Default size of every link queue, in items."""
     drain_timeout_s: float = Field(30.0, gt=0)
     """After a stop (error or Ctrl-C), how long stages may take to drain before a hard stop."""
+    shards: int | str = 1
+    """Worker processes the sources are split across, each running the graph (its own
+    detector) on its share, past the GIL; events are merged here. ``"auto"``: one per 4 CPU
+    cores, at most one per source. 1: everything in this process."""
+    devices: list[str] = Field(default_factory=list)
+    """GPUs for the shards in turn (``["0", "1"]``: shard 0 on GPU 0, shard 1 on GPU 1, ...),
+    as ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``; empty: every shard sees them all."""
+    shard_restarts: int = Field(3, ge=0, le=1000)
+    """How often a shard that dies is started again with its sources before the run fails."""
+
+    @field_validator("shards", mode="before")
+    @classmethod
+    def _shards(cls, value: Any) -> int | str:
+        if value == "auto" or (type(value) is int and 1 <= value <= 256):
+            return value
+        raise ValueError(f'expected a number of processes (1 to 256) or "auto", got {value!r}')
 
 
 class QueueSettings(BaseModel):
@@ -143,7 +159,10 @@ def parse(text: str, file: str = "<config>", overrides: Iterable[str] = ()) -> C
             key="links",
         )
 
-    settings = validate(PipelineSettings, raw.get("pipeline", {}), file, text, table="pipeline")
+    try:
+        settings = validate(PipelineSettings, raw.get("pipeline", {}), file, text, table="pipeline")
+    except ConfigError as exc:
+        raise blame_override(exc, ordered) from None
     queues: dict[str, QueueSettings] = {}
     queues_raw = raw.get("queues", {})
     if not isinstance(queues_raw, dict):

@@ -32,6 +32,12 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
     except tomllib.TOMLDecodeError:
         value = value_text
     nodes = raw.setdefault("nodes", {})
+    if parts[0] == "pipeline" and parts[0] not in nodes and len(parts) == 2:
+        settings = raw.setdefault("pipeline", {})
+        if not isinstance(settings, dict):
+            raise ConfigError("[pipeline] is not a table", file=file)
+        settings[parts[1]] = value  # pipeline.shards=2: the [pipeline] table
+        return
     if parts[0] not in nodes:
         known = list(nodes)
         raise ConfigError(
@@ -53,9 +59,10 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
 
 def blame_override(error: ConfigError, overrides: list[str]) -> ConfigError:
     """An error in a value given with --set names that --set, not a line of the file."""
-    if error.node is None or error.key is None:
+    if error.key is None:
         return error
-    wanted = f"{error.node}.{error.key}".removesuffix(".type")
+    # [pipeline] keys are named 'pipeline.KEY' in errors already.
+    wanted = error.key if error.node is None else f"{error.node}.{error.key}".removesuffix(".type")
     for override in reversed(overrides):
         path = "".join(override.partition("=")[0].split())
         if path == wanted or path.removesuffix(".type") == wanted:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph
@@ -59,9 +60,17 @@ class _Node:
 class Runner:
     """Runs one graph to the end. ``run`` returns an exit code; it never raises for stage errors."""
 
-    def __init__(self, graph: Graph, *, max_frames: int | None = None) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        max_frames: int | None = None,
+        make_stage: Callable[[str, NodeSpec], Stage] | None = None,
+    ) -> None:
         self.graph = graph
         self.max_frames = max_frames
+        # A shard swaps its event sinks for senders to the parent process (pipeline/shard.py).
+        self._make_stage = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.stop_requested = threading.Event()
         self.interrupted = False
         self._error: PipelineError | None = None
@@ -166,7 +175,7 @@ class Runner:
     def _build(self) -> None:
         for name in self.graph.order:
             spec = self.graph.nodes[name]
-            stage = spec.stage_cls(name, spec.config)
+            stage = self._make_stage(name, spec)
             is_source = isinstance(stage, SourceStage)
             self._nodes[name] = _Node(
                 stage=stage,
@@ -238,7 +247,10 @@ class Runner:
                     continue
                 node.metrics.record(1, time.perf_counter() - started)
                 count += 1
-                if self.max_frames is not None and count >= self.max_frames:
+                # By frame number, not frames seen here: a source resumed after a shard
+                # restart still stops at the same frame.
+                done = max(count, getattr(item, "seq", -1) + 1)
+                if self.max_frames is not None and done >= self.max_frames:
                     log.info("%s: reached --max-frames %d", stage.name, self.max_frames)
                     break
             frames.close()
@@ -390,11 +402,7 @@ class Runner:
         self._wall_s = time.monotonic() - self._started_at
 
     def _exit_code(self) -> int:
-        if isinstance(self._error, ConfigError):
-            return EXIT_USAGE
-        if self._error is not None:
-            return EXIT_FAILURE
-        return EXIT_INTERRUPTED if self.interrupted else EXIT_OK
+        return exit_code_for(self._error, self.interrupted)
 
     def _result(self, code: int) -> RunResult:
         stats = self.stats()
@@ -409,6 +417,15 @@ class Runner:
             os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
         self.interrupted = True
         self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
+
+
+def exit_code_for(error: PipelineError | None, interrupted: bool) -> int:
+    """2 for a config error, 1 for any other, else 130 after Ctrl-C, else 0."""
+    if isinstance(error, ConfigError):
+        return EXIT_USAGE
+    if error is not None:
+        return EXIT_FAILURE
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
 def _naming_node(error: ConfigError, node: str) -> ConfigError:

@@ -54,6 +54,9 @@ class Stage:
 
     Config: ClassVar[type[StageConfig]] = StageConfig
     type_name: ClassVar[str] = ""
+    writes_records: ClassVar[bool] = False
+    """An event sink: it turns frames into records and ``accept``s them. With shards, the
+    shards send records and the parent process holds the one real sink."""
 
     def __init__(self, name: str, config: StageConfig) -> None:
         self.name = name
@@ -85,6 +88,10 @@ class Stage:
     def stats(self) -> dict[str, Any]:
         """Extra facts for the run's stats (the execution provider, say)."""
         return {}
+
+    def accept(self, record: dict[str, Any]) -> None:
+        """An event record, as ``frame_records`` made it (``writes_records`` sinks only)."""
+        raise NotImplementedError
 
     @classmethod
     def assets_needed(cls, config: Any) -> list[tuple[str, str]]:
@@ -140,3 +147,7 @@ class SourceStage(Stage):
 
     def stop(self) -> None:
         """Asked from another thread to stop soon (Ctrl-C); ``frames`` should return."""
+
+    def resume_from(self, seq: int, pts: float | None) -> None:
+        """Restarted after a shard died: continue at frame ``seq`` (a file skips the frames
+        before it; a camera numbers its next frame ``seq``, with pts after ``pts``)."""

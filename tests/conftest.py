@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,10 @@ ASSETS = Path(os.environ.setdefault("VAPIPE_ASSETS", str(REPO.parent / "shared")
 os.environ["VAPIPE_ASSETS"] = str(ASSETS)
 # Tests never download: an asset missing here is a set-up error, reported as such.
 os.environ.setdefault("VAPIPE_OFFLINE", "1")
+# A shell's background job starts with SIGINT ignored, and an ignored signal stays ignored in
+# every process started from here: the Ctrl-C tests would then test nothing.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def asset(kind: str, name: str) -> Path:

@@ -16,6 +16,7 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
 from vapipe.stages.infer.backends import Backend, load_backend
 from vapipe.stages.infer.backends.config import BackendConfig, OnnxRuntimeConfig
+from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
 from vapipe.stages.infer.heads import (
     Family,
     conventions,
@@ -24,6 +25,7 @@ from vapipe.stages.infer.heads import (
     layout_problem,
 )
 from vapipe.stages.infer.names import class_names
+from vapipe.stages.nms import NmsStage
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,10 @@ class InferConfig(StageConfig):
     2 overlaps one batch's transfers with another's compute. Outputs keep their order."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]`` for models whose input size is not fixed in the file."""
+    decode_on_device: bool | None = None
+    """Decode the head, filter by score and run NMS on the torch backend's device, with the
+    settings of the ``nms`` node that follows, so only the kept boxes cross to the host.
+    Default: on for the torch backend on a GPU (YOLOX, v5 and v8 heads), off elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class InferStage(BatchStage):
             )
         self.family = self._family(info.output_shape, info.metadata, width, height)
         self.names = class_names(info.metadata, cfg.names_file)
+        self.device_decoder = self._device_decoder(context, width, height)
         conv = conventions(self.family)
         self.model_input = ModelInput(
             width, height, conv.color, conv.scale, conv.placement, info.input_dtype
@@ -116,6 +123,43 @@ class InferStage(BatchStage):
             cfg.max_batch,
             self.backend.device,
         )
+
+    def _device_decoder(
+        self, context: StageContext, width: int, height: int
+    ) -> DeviceDecoder | None:
+        wanted = self.config.decode_on_device
+        on_gpu = getattr(getattr(self.backend, "torch_device", None), "type", "cpu") != "cpu"
+        if wanted is False or (wanted is None and not on_gpu):
+            return None
+        nms = next((s for s in context.downstream if isinstance(s, NmsStage)), None)
+        why = None
+        if not hasattr(self.backend, "run_on_device"):
+            why = 'it needs backend = "torch"'
+        elif self.family not in DeviceDecoder.families:
+            why = f"{self.family.value} heads are suppressed in the model already"
+        elif nms is None:
+            why = "no nms node follows this one"
+        if why:
+            if wanted:
+                raise ConfigError(why, key="decode_on_device")
+            return None
+        assert nms is not None
+        cfg = nms.config
+        selection = Selection(
+            cfg.conf,
+            cfg.iou,
+            cfg.max_det,
+            cfg.max_candidates,
+            cfg.class_agnostic,
+            tuple(cfg.classes) if cfg.classes is not None else None,
+        )
+        log.info(
+            "%s: head decode and NMS on %s (settings of node '%s')",
+            self.name,
+            self.backend.device,  # type: ignore[union-attr]
+            nms.name,
+        )
+        return DeviceDecoder(self.family, width, height, self.names, selection)
 
     def _family(
         self, output_shape: list[Any], metadata: dict[str, str], width: int, height: int
@@ -149,10 +193,14 @@ class InferStage(BatchStage):
                 )
         if self.backend is None:
             raise PipelineError("the model is not loaded (the node was closed)")
-        output = self.backend.run(as_batch([frame.tensor for frame in items]))
-        candidates = decode(
-            self.family, output, self.model_input.width, self.model_input.height, self.names
-        )
+        batch = as_batch([frame.tensor for frame in items])
+        if self.device_decoder is not None:
+            candidates = self.device_decoder(self.backend.run_on_device(batch))  # type: ignore[attr-defined]
+        else:
+            output = self.backend.run(batch)
+            candidates = decode(
+                self.family, output, self.model_input.width, self.model_input.height, self.names
+            )
         for frame, found in zip(items, candidates, strict=True):
             frame.detections = found
         return items

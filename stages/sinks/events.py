@@ -36,6 +36,7 @@ class EventsSink(PathSink):
 
     Config = EventsConfig
     config: EventsConfig
+    writes_records = True
 
     def open(self, context: StageContext) -> None:
         self._files: dict[str, BinaryIO] = {}
@@ -95,6 +96,11 @@ class EventsSink(PathSink):
         for record in frame_records(frame, empty_frames=self.config.empty_frames):
             self.write(record)
         return (frame,)
+
+    def accept(self, record: dict[str, Any]) -> None:
+        if record["event"] == "frame" and not (self.config.empty_frames or record["detections"]):
+            return
+        self.write(record)
 
     def handle_message(self, message: Message) -> tuple[Message]:
         self.write(message_record(message))

@@ -87,10 +87,14 @@ class OutboxSink(Stage):
 
     config: OutboxConfig
     outbox: Outbox
+    writes_records = True
 
     def prepare(self, record: Record) -> Any:
         """What goes into the outbox for ``record`` (by default the record itself)."""
         return record
+
+    def accept(self, record: Record) -> None:
+        self._offer(record)
 
     def _offer(self, record: Record) -> None:
         types = self.config.event_types

@@ -60,6 +60,8 @@ class VideoSource(SourceStage):
         self.decode_errors = 0
         self.announced = 0
         self._seq = 0
+        self._resume: tuple[int, float | None] | None = None
+        self._skip_until = 0
 
     @classmethod
     def is_live(cls, config: SourceConfig) -> bool:  # type: ignore[override]
@@ -187,12 +189,25 @@ class VideoSource(SourceStage):
 
     # -- reading ------------------------------------------------------------------------
 
+    def resume_from(self, seq: int, pts: float | None) -> None:
+        self._resume = (seq, pts)
+
     def frames(self) -> Iterator[Frame | Message]:
         self._seq = 0
         self._last_pts: float | None = None
+        replayable = (
+            self._images is not None
+            or self.spec.kind == "file"
+            or (self.spec.kind == "url" and not self.live)
+        )
+        if self._resume is not None:
+            if replayable:  # read again from the start; frames already delivered are skipped
+                self._skip_until = self._resume[0]
+            else:  # a camera goes on from now, numbered after what was delivered
+                self._seq, self._last_pts = self._resume
         if self._images is not None:
             yield from self._image_frames(self._images)
-        elif self.spec.kind == "file" or (self.spec.kind == "url" and not self.live):
+        elif replayable:
             yield from self._file_frames()
         else:
             yield from self._live_frames()
@@ -202,12 +217,13 @@ class VideoSource(SourceStage):
         while session is not None and not self._stop.is_set():
             container, video = session
             first = self._seq
+            announced = video.frames  # PyAV 19 refuses to read it once the file is closed
             try:
                 yield from self._session_frames(container, video, paced=self.config.realtime)
             finally:
                 container.close()
             if not self._stop.is_set():
-                self._account(self._seq - first, video.frames)
+                self._account(self._seq - first, announced)
             session = self._connect() if self.config.loop and not self._stop.is_set() else None
 
     def _image_frames(self, paths: list[str]) -> Iterator[Frame]:
@@ -216,6 +232,9 @@ class VideoSource(SourceStage):
         for index, path in enumerate(paths):
             if self._stop.is_set():
                 return
+            if self._seq < self._skip_until:
+                self._seq += 1
+                continue
             self.spec = input_spec(path)
             try:
                 container, video = self._connect()
@@ -349,6 +368,11 @@ class VideoSource(SourceStage):
                 pts = raw + offset
                 if self._last_pts is not None and pts <= self._last_pts:
                     pts = self._last_pts + 1e-6
+                if self._seq < self._skip_until:
+                    self._seq += 1
+                    self._last_pts = pts
+                    started = time.monotonic() - (pts - (first_raw + offset))
+                    continue
                 if paced:
                     delay = (pts - (first_raw + offset)) - (time.monotonic() - started)
                     if delay > 0 and self._stop.wait(delay):

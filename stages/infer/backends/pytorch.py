@@ -101,6 +101,10 @@ class TorchBackend:
         return error
 
     def run(self, batch: np.ndarray) -> np.ndarray:
+        return self.run_on_device(batch).float().cpu().numpy()
+
+    def run_on_device(self, batch: np.ndarray) -> Any:
+        """The model's first output for a batch, left on the device (a torch tensor)."""
         torch = self._torch
         with torch.inference_mode():
             tensor = torch.from_numpy(np.ascontiguousarray(batch))
@@ -119,7 +123,7 @@ class TorchBackend:
             output = self.module(tensor)
             if isinstance(output, list | tuple):
                 output = output[0]
-            return output.float().cpu().numpy()
+            return output
 
     def stats(self) -> dict[str, Any]:
         return {

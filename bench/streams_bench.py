@@ -1,0 +1,289 @@
+"""Many 1080p streams through the real CLI on one GPU: shards, device decode, the standalone
+backend at the same batch, all in one run.
+
+    python bench/gpu_bench.py --streams 1,4,8,16 --out bench/results/streams.json
+
+For each stream count the pipeline (OpenCL preprocessing, the torch backend at max_batch 32,
+NMS, events only) runs once per variant: one process, ``shards = "auto"``, and at the largest
+count also without device decode. Each run reads N copies of a 1080p clip made here with PyAV
+(people.mp4 scaled up, 10 s) as files, as fast as they decode. Reported per run: frames,
+wall time (start-up included), frames/wall, the inference stage's aggregate steady fps (its
+frames over its first-to-last span, summed over shards), every stage's mean ms, GPU
+utilisation and memory (nvidia-smi, sampled every 0.25 s), peak host RSS of the whole process
+tree. Then the backend alone on the same frames at batch 32: host copies + model + device
+decode, and the model with its input already on the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+CONFIG = """\
+links = [{links}, "pre ! det ! nms ! events"]
+
+[pipeline]
+queue_size = 64
+shards = {shards}
+
+{sources}
+[nodes.pre]
+type = "preprocess"
+backend = "opencl"
+device = "gpu"
+
+[nodes.det]
+type = "infer"
+model = "yolox-nano"
+max_batch = 32
+batch_timeout_ms = 10
+workers = 2
+decode_on_device = {device_decode}
+
+[nodes.det.backend]
+type = "torch"
+device = "cuda"
+
+[nodes.nms]
+type = "nms"
+
+[nodes.events]
+type = "events"
+path = "out/events.jsonl"
+"""
+
+
+def make_clip(path: Path, seconds: float = 10.0) -> Path:
+    """people.mp4 scaled to 1920x1080, H.264: what a 1080p camera recording looks like."""
+    from vapipe.pipeline.assets import resolve_media
+
+    rate = Fraction(24000, 1001)
+    with av.open(resolve_media("sample:people")) as source, av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = 1920, 1080, "yuv420p"
+        stream.options = {"preset": "veryfast", "crf": "23"}
+        for count, frame in enumerate(source.decode(video=0)):
+            if count >= seconds * float(rate):
+                break
+            big = frame.reformat(width=1920, height=1080, format="yuv420p")
+            big.pts, big.time_base = count, 1 / rate
+            out.mux(stream.encode(big))
+        out.mux(stream.encode(None))
+    return path
+
+
+def write_config(folder: Path, clip: Path, streams: int, shards: str, device_decode: bool) -> Path:
+    names = [f"cam{i:02d}" for i in range(streams)]
+    sources = "".join(f'[nodes.{name}]\ntype = "source"\nuri = "{clip}"\n\n' for name in names)
+    links = ", ".join(f'"{name} ! pre"' for name in names)
+    text = CONFIG.format(
+        links=links,
+        shards=shards,
+        sources=sources,
+        device_decode=str(device_decode).lower(),
+    )
+    path = folder / "pipeline.toml"
+    path.write_text(text)
+    return path
+
+
+class Sampler:
+    """GPU utilisation and memory (nvidia-smi) and the process tree's RSS, every 0.25 s."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.gpu_util: list[float] = []
+        self.gpu_mem_mb: list[float] = []
+        self.rss_mb: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        smi = shutil.which("nvidia-smi")
+        while not self._stop.wait(0.25):
+            self.rss_mb.append(tree_rss_mb(self.pid))
+            if smi:
+                line = subprocess.run(
+                    [smi, "--query-gpu=utilization.gpu,memory.used",
+                     "--format=csv,noheader,nounits"],
+                    capture_output=True, text=True, check=False,
+                ).stdout.strip().splitlines()  # fmt: skip
+                if line:
+                    util, mem = (float(v) for v in line[0].split(","))
+                    self.gpu_util.append(util)
+                    self.gpu_mem_mb.append(mem)
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(2)
+        busy = [u for u in self.gpu_util if u > 0]
+        return {
+            "gpu_util_mean_pct": round(statistics.mean(busy), 1) if busy else None,
+            "gpu_util_max_pct": max(self.gpu_util, default=None),
+            "gpu_memory_max_mb": max(self.gpu_mem_mb, default=None),
+            "host_rss_peak_mb": round(max(self.rss_mb, default=0.0), 1),
+        }
+
+
+def tree_rss_mb(root: int) -> float:
+    children: dict[int, list[int]] = {}
+    rss: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        pid, ppid = int(entry), int(fields.get("PPid", "0").strip() or 0)
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = float(fields.get("VmRSS", "0 kB").split()[0]) / 1024
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0.0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def run_pipeline(folder: Path, config: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vapipe", str(config), "--stats", "stats.json", "--no-progress"],
+        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    sampler = Sampler(process.pid)
+    _, stderr = process.communicate(timeout=540)
+    wall = time.monotonic() - started
+    sampled = sampler.stop()
+    if process.returncode != 0:
+        return {"error": stderr[-1500:], "exit_code": process.returncode}
+    stats = json.loads((folder / "stats.json").read_text())
+    stages = stats["stages"]
+    frames = stages["det"]["frames"]
+    result = {
+        "frames": frames,
+        "wall_s": round(wall, 2),
+        "frames_per_wall_s": round(frames / wall, 1),
+        "infer_steady_fps": stages["det"]["fps"],
+        "stage_mean_ms": {
+            name: s.get("mean_ms") for name, s in stages.items() if not name.startswith("cam")
+        },
+        "stage_fps": {
+            name: s.get("fps") for name, s in stages.items() if not name.startswith("cam")
+        },
+        "infer_calls": stages["det"]["calls"],
+        "device": stages["det"].get("provider"),
+        **sampled,
+    }
+    if "shards" in stats:
+        result["shards"] = [
+            {"sources": len(s["sources"]), **s.get("process", {})} for s in stats["shards"]
+        ]
+    result["decode_on_device"] = "head decode and NMS on" in stderr
+    return result
+
+
+def standalone(clip: Path, batch: int = 32, repeats: int = 10) -> dict[str, Any]:
+    """The torch backend alone at the pipeline's batch, on the pipeline's letterboxed frames."""
+    import torch
+
+    from vapipe.pipeline.assets import resolve_model
+    from vapipe.stages.infer.backends.config import TorchConfig
+    from vapipe.stages.infer.backends.pytorch import TorchBackend
+    from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
+    from vapipe.stages.infer.heads import Family, decode
+    from vapipe.stages.nms import NmsConfig, NmsStage
+
+    tensors = []
+    with av.open(str(clip)) as container:
+        for frame in container.decode(video=0):
+            import cv2
+
+            image = cv2.resize(frame.to_ndarray(format="bgr24"), (416, 234))
+            canvas = np.full((416, 416, 3), 114, np.uint8)
+            canvas[:234] = image
+            tensors.append(canvas.transpose(2, 0, 1).astype(np.float32))
+            if len(tensors) == batch:
+                break
+    data = np.stack(tensors)
+    backend = TorchBackend(str(resolve_model("yolox-nano")), name="det",
+                           config=TorchConfig(device="cuda"))  # fmt: skip
+    nms_cfg = NmsConfig()
+    selection = Selection(nms_cfg.conf, nms_cfg.iou, nms_cfg.max_det, nms_cfg.max_candidates,
+                          nms_cfg.class_agnostic, None)  # fmt: skip
+    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), selection)
+    nms = NmsStage("nms", nms_cfg)
+
+    def host_path() -> None:
+        for found in decode(Family.YOLOX, backend.run(data), 416, 416):
+            nms.select(found, None)
+
+    def device_path() -> None:
+        decoder(backend.run_on_device(data))
+
+    on_gpu = torch.from_numpy(data).cuda()
+
+    def model_only() -> None:
+        with torch.inference_mode():
+            backend.module(on_gpu)
+        torch.cuda.synchronize()
+
+    result = {}
+    for name, step in (("host_copy_numpy_decode", host_path),
+                       ("device_decode", device_path), ("model_only", model_only)):  # fmt: skip
+        for _ in range(3):
+            step()
+        rates = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            step()
+            rates.append(batch / (time.perf_counter() - started))
+        result[f"fps_{name}"] = round(statistics.median(rates), 1)
+    return {"batch": batch, **result}
+
+
+def streams_part(counts: list[int], work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    clip = make_clip(work / "clip1080.mp4")
+    report: dict[str, Any] = {"clip": "people.mp4 scaled to 1920x1080, 240 frames", "runs": []}
+    try:
+        report["standalone_torch_yolox_nano"] = standalone(clip)
+    except Exception as exc:
+        report["standalone_torch_yolox_nano"] = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(report, indent=1), flush=True)
+    for count in counts:
+        variants = [("1", True), ('"auto"', True)]
+        if count == max(counts):
+            variants += [('"auto"', False), (str(count // 2), True)]
+        for shards, device_decode in variants:
+            label = shards.strip('"')
+            folder = work / f"s{count}-{label}-{int(device_decode)}"
+            folder.mkdir(parents=True, exist_ok=True)
+            config = write_config(folder, clip, count, shards, device_decode)
+            run = {"streams": count, "shards": shards.strip('"'),
+                   "device_decode_asked": device_decode}  # fmt: skip
+            try:
+                run.update(run_pipeline(folder, config))
+            except Exception as exc:
+                run["error"] = f"{type(exc).__name__}: {exc}"
+            report["runs"].append(run)
+            print(json.dumps(run), flush=True)
+    return report

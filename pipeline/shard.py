@@ -1,0 +1,177 @@
+"""One shard: the graph run on a subset of the sources in a process of its own.
+
+A shard gets a :class:`ShardJob` (plain data: the config file, the overrides and its source
+names) and a connection; it sends back what its event sinks would have written, as records,
+and at the end its stats. Nothing else crosses, so a shard could as well run on another
+machine. The parent (pipeline/shards.py) holds the real event sinks and the restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vapipe.pipeline.config import ConfigSpec, NodeSpec
+from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.stage import SourceStage, Stage, StageConfig
+
+Send = Callable[[tuple[Any, ...]], None]
+EARLY_STOP = threading.Event()
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    index: int
+    config: str
+    overrides: tuple[str, ...]
+    sources: tuple[str, ...]
+    max_frames: int | None = None
+    device: str | None = None
+    resume: dict[str, tuple[int, float | None]] = field(default_factory=dict)
+    """Source node -> (next seq, last pts delivered), after a restart."""
+    restart: int = 0
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> ConfigSpec:
+    """The config with only these sources: the others, their links and queue settings go.
+    A restarted shard writes its files under new names (``.restart1``), so the video written
+    before the restart is kept."""
+    dropped = {
+        name
+        for name, node in spec.nodes.items()
+        if issubclass(node.stage_cls, SourceStage) and name not in sources
+    }
+    links = []
+    for chain in spec.links:
+        names = [part.strip() for part in chain.split("!")]
+        while names and names[0] in dropped:  # sources only ever head a chain
+            names.pop(0)
+        if len(names) > 1:
+            links.append(" ! ".join(names))
+    queues = {
+        link: settings
+        for link, settings in spec.queues.items()
+        if link.split(" ! ")[0].strip() not in dropped
+    }
+    nodes = {}
+    for name, node in spec.nodes.items():
+        if name in dropped:
+            continue
+        path = getattr(node.config, "path", None)
+        if restart and isinstance(path, str) and path != "-" and not node.stage_cls.writes_records:
+            node = NodeSpec(
+                node.name,
+                node.stage_cls,
+                node.config.model_copy(update={"path": restart_path(path, restart)}),
+                node.line,
+            )
+        nodes[name] = node
+    return ConfigSpec(spec.file, spec.settings, nodes, links, spec.links_line, queues, spec.text)
+
+
+def restart_path(template: str, restart: int) -> str:
+    """``out/{source_id}.mp4`` -> ``out/{source_id}.restart1.mp4``."""
+    match = re.search(r"(\.[A-Za-z0-9]+)$", template)
+    if match is None:
+        return f"{template}.restart{restart}"
+    return f"{template[: match.start()]}.restart{restart}{match.group(1)}"
+
+
+class RecordSender(Stage):
+    """Stands in for an event sink inside a shard: the records go to the parent, whose sink
+    filters and writes them exactly as it would have."""
+
+    def __init__(self, name: str, config: StageConfig, send: Send) -> None:
+        super().__init__(name, config)
+        self._send = send
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        from vapipe.stages.sinks.records import frame_records
+
+        records = list(frame_records(frame))
+        self._send(("frame", self.name, frame.source_id, frame.seq, frame.pts, records))
+        return (frame,)
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        from vapipe.stages.sinks.records import message_record
+
+        self._send(("message", self.name, [message_record(message)]))
+        return (message,)
+
+
+def run_shard(job: ShardJob, conn: Any) -> None:
+    """The shard process's entry point (multiprocessing, spawn)."""
+    # The parent decides when to stop and tells each shard with SIGTERM: a terminal's Ctrl-C
+    # reaches every process of the group, and a second signal here would mean "exit at once".
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: EARLY_STOP.set())  # before the runner exists
+    if job.device is not None:
+        for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+            os.environ[variable] = job.device
+    lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with lock:
+            conn.send(message)
+
+    try:
+        code, error, stats = _run(job, send)
+    except BaseException as exc:  # never a traceback wall from a shard: the parent says it
+        code, error, stats = 1, f"shard {job.index}: {type(exc).__name__}: {exc}", {}
+    send(("done", code, error, stats))
+    conn.close()
+
+
+def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
+    from vapipe.pipeline import config as config_module
+    from vapipe.pipeline import graph as graph_module
+    from vapipe.pipeline.cli import setup_logging
+    from vapipe.pipeline.errors import ConfigError
+    from vapipe.pipeline.runner import EXIT_USAGE, Runner
+    from vapipe.pipeline.signals import install_stop_signals
+
+    setup_logging(job.log_level, job.log_format, prefix=f"shard{job.index} ")
+    try:
+        spec = subset(config_module.load(job.config, job.overrides), job.sources, job.restart)
+        graph = graph_module.build(spec)
+    except ConfigError as exc:
+        return EXIT_USAGE, str(exc), {}
+
+    def make_stage(name: str, node: NodeSpec) -> Stage:
+        if node.stage_cls.writes_records:
+            return RecordSender(name, node.config, send)
+        stage = node.stage_cls(name, node.config)
+        if name in job.resume and isinstance(stage, SourceStage):
+            stage.resume_from(*job.resume[name])
+        return stage
+
+    runner = Runner(graph, max_frames=job.max_frames, make_stage=make_stage)
+    install_stop_signals(runner.on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if EARLY_STOP.is_set():
+        runner.on_signal(signal.SIGTERM)
+    result = runner.run(handle_signals=False)
+    stats = result.stats
+    stats["process"] = _process_stats()
+    return result.exit_code, str(result.error) if result.error else None, stats
+
+
+def _process_stats() -> dict[str, Any]:
+    """Peak host memory, and GPU memory where torch is loaded and on a GPU."""
+    facts: dict[str, Any] = {
+        "pid": os.getpid(),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        facts["gpu_peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
+    return facts

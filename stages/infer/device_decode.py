@@ -1,0 +1,174 @@
+"""YOLO head decode, score filter and class-aware NMS on the torch device, for a whole batch.
+
+The numpy path (heads.py, then the nms node) copies the raw head to the host, 2.8 MB per
+frame for YOLOv8n at 640, and decodes it image by image in Python. Here the batch stays on
+the device until only the kept boxes are left: a few kilobytes cross back. The result is
+what the nms node would have kept, in model-input pixels, marked ``suppressed`` so that node
+only maps it to frame pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vapipe.stages.detections import Detections
+from vapipe.stages.infer.heads import STRIDES, Family
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The nms node's settings, read from it when the infer node opens."""
+
+    conf: float
+    iou: float
+    max_det: int
+    max_candidates: int
+    class_agnostic: bool
+    classes: tuple[int, ...] | None
+
+
+class DeviceDecoder:
+    """Decodes batched raw outputs on their device; one instance per infer node."""
+
+    families = (Family.YOLOX, Family.YOLOV5, Family.YOLOV8)
+
+    def __init__(
+        self,
+        family: Family,
+        input_w: int,
+        input_h: int,
+        names: Sequence[str],
+        selection: Selection,
+    ) -> None:
+        import torch
+
+        if family not in self.families:
+            raise ValueError(f"no device decoder for {family.value} heads")
+        self.torch = torch
+        self.family, self.names, self.selection = family, names, selection
+        self.input_w, self.input_h = input_w, input_h
+        self._grids: dict[Any, tuple[Any, Any]] = {}
+        try:
+            from torchvision.ops import batched_nms
+
+            self._batched_nms = batched_nms
+        except ImportError:  # torchvision is optional: the same greedy NMS in plain torch
+            self._batched_nms = _batched_nms
+
+    def __call__(self, output: Any) -> list[Detections]:
+        torch = self.torch
+        with torch.inference_mode():
+            boxes, scores = self._boxes_and_scores(output.float())
+            return self._select(boxes, scores)
+
+    def _boxes_and_scores(self, output: Any) -> tuple[Any, Any]:
+        """(B, A, 4) xyxy boxes and (B, A, classes) scores in model-input pixels."""
+        torch = self.torch
+        if self.family is Family.YOLOV8:
+            rows = output.transpose(1, 2)
+            centre, size, scores = rows[..., :2], rows[..., 2:4], rows[..., 4:]
+        else:
+            if self.family is Family.YOLOX:
+                grid, stride = self._grid(output.device, output.shape[1])
+                centre = (output[..., :2] + grid) * stride
+                size = torch.exp(output[..., 2:4]) * stride
+            else:
+                centre, size = output[..., :2], output[..., 2:4]
+            scores = output[..., 4:5] * output[..., 5:]
+        half = size / 2
+        return torch.cat((centre - half, centre + half), dim=-1), scores
+
+    def _grid(self, device: Any, anchors: int) -> tuple[Any, Any]:
+        key = (device, anchors)
+        if key not in self._grids:
+            torch = self.torch
+            grids, strides = [], []
+            for stride in STRIDES:
+                ys, xs = torch.meshgrid(
+                    torch.arange(self.input_h // stride, device=device),
+                    torch.arange(self.input_w // stride, device=device),
+                    indexing="ij",
+                )
+                grids.append(torch.stack((xs, ys), dim=-1).reshape(-1, 2))
+                strides.append(torch.full((grids[-1].shape[0], 1), stride, device=device))
+            grid = torch.cat(grids).float()
+            if grid.shape[0] != anchors:
+                raise ValueError(
+                    f"YOLOX output has {anchors} anchors, expected {grid.shape[0]} "
+                    f"for a {self.input_w}x{self.input_h} input"
+                )
+            self._grids[key] = (grid, torch.cat(strides).float())
+        return self._grids[key]
+
+    def _select(self, boxes: Any, scores: Any) -> list[Detections]:
+        torch, sel = self.torch, self.selection
+        batch = boxes.shape[0]
+        best, class_id = scores.max(dim=-1)
+        keep = (best >= sel.conf) & torch.isfinite(best) & torch.isfinite(boxes).all(dim=-1)
+        if sel.classes is not None:
+            wanted = torch.tensor(sel.classes, device=class_id.device)
+            keep &= torch.isin(class_id, wanted)
+        if sel.max_candidates < best.shape[1]:
+            ranked = torch.where(keep, best, torch.full_like(best, -1.0))
+            floor = ranked.topk(sel.max_candidates, dim=1).values[:, -1:]
+            keep &= ranked >= floor
+        image, anchor = keep.nonzero(as_tuple=True)
+        picked_boxes = boxes[image, anchor]
+        picked_scores = best[image, anchor]
+        picked_classes = class_id[image, anchor]
+        # One NMS call for the whole batch: boxes of different images (and, unless class
+        # agnostic, of different classes) are kept apart by their group id.
+        groups = image if sel.class_agnostic else image * scores.shape[-1] + picked_classes
+        kept = self._batched_nms(picked_boxes, picked_scores, groups, sel.iou)
+        # kept is best-first; a stable sort by image keeps that order within each image.
+        kept = kept[torch.sort(image[kept], stable=True).indices]
+        host = {
+            "image": image[kept].cpu().numpy(),
+            "xyxy": picked_boxes[kept].cpu().numpy().astype(np.float32, copy=False),
+            "score": picked_scores[kept].cpu().numpy().astype(np.float32, copy=False),
+            "class_id": picked_classes[kept].cpu().numpy().astype(np.int32, copy=False),
+        }
+        bounds = np.searchsorted(host["image"], np.arange(batch + 1))
+        results = []
+        for index in range(batch):
+            start, end = bounds[index], min(bounds[index + 1], bounds[index] + sel.max_det)
+            results.append(
+                Detections(
+                    xyxy=host["xyxy"][start:end],
+                    score=host["score"][start:end],
+                    class_id=host["class_id"][start:end],
+                    names=self.names,
+                    suppressed=True,
+                )
+            )
+        return results
+
+
+def _batched_nms(boxes: Any, scores: Any, groups: Any, iou: float) -> Any:
+    """Greedy NMS per group, best first (torchvision's ``batched_nms`` without torchvision)."""
+    import torch
+
+    if boxes.numel() == 0:
+        return torch.zeros(0, dtype=torch.int64, device=boxes.device)
+    span = boxes.max() - boxes.min() + 1
+    shifted = boxes + (groups.to(boxes.dtype) * span)[:, None]
+    order = scores.argsort(descending=True, stable=True)
+    shifted = shifted[order]
+    area = (shifted[:, 2] - shifted[:, 0]) * (shifted[:, 3] - shifted[:, 1])
+    top_left = torch.maximum(shifted[:, None, :2], shifted[None, :, :2])
+    bottom_right = torch.minimum(shifted[:, None, 2:], shifted[None, :, 2:])
+    inter = (bottom_right - top_left).clamp(min=0).prod(dim=-1)
+    overlaps = (inter / (area[:, None] + area[None, :] - inter).clamp(min=1e-12) > iou).cpu()
+    suppressed = np.zeros(len(order), bool)
+    keep = []
+    matrix = overlaps.numpy()
+    for index in range(len(order)):
+        if suppressed[index]:
+            continue
+        keep.append(index)
+        suppressed |= matrix[index]
+    return order[torch.tensor(keep, dtype=torch.int64, device=order.device)]

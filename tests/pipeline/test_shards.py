@@ -1,0 +1,114 @@
+"""How sources are split into shards, what a shard's config holds, how stats add up."""
+
+from __future__ import annotations
+
+import pytest
+
+from vapipe.pipeline.config import parse
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.shard import restart_path, subset
+from vapipe.pipeline.shards import _add_queue, _add_stage, partition, shard_count
+
+CONFIG = """\
+links = ["a ! pre", "b ! pre", "c ! pre ! det ! nms ! video", "nms ! events"]
+
+[nodes.a]
+type = "source"
+uri = "a.mp4"
+[nodes.b]
+type = "source"
+uri = "b.mp4"
+[nodes.c]
+type = "source"
+uri = "c.mp4"
+[nodes.pre]
+type = "preprocess"
+[nodes.det]
+type = "infer"
+model = "m.onnx"
+[nodes.nms]
+type = "nms"
+[nodes.video]
+type = "video"
+path = "out/{source_id}.mp4"
+[nodes.events]
+type = "events"
+path = "out/events.jsonl"
+
+[queues."b ! pre"]
+size = 2
+[queues."pre ! det"]
+size = 3
+"""
+
+
+@pytest.mark.parametrize(
+    ("setting", "sources", "cpus", "expected"),
+    [
+        (1, 16, 16, 1),
+        (4, 16, 2, 4),  # asked for: given, whatever the cores
+        (8, 3, 16, 3),  # never more shards than sources
+        ("auto", 16, 16, 4),  # one per 4 cores
+        ("auto", 16, 2, 1),
+        ("auto", 2, 64, 2),
+    ],
+)
+def test_shard_count(setting: int | str, sources: int, cpus: int, expected: int) -> None:
+    assert shard_count(setting, sources, cpus) == expected
+
+
+def test_partition_is_round_robin_and_covers_every_source_once() -> None:
+    sources = [f"cam{i}" for i in range(7)]
+    groups = partition(sources, 3)
+    assert groups == [("cam0", "cam3", "cam6"), ("cam1", "cam4"), ("cam2", "cam5")]
+    assert sorted(s for group in groups for s in group) == sorted(sources)
+
+
+def test_a_shard_config_keeps_its_sources_and_everything_downstream() -> None:
+    spec = parse(CONFIG, "x.toml")
+    mine = subset(spec, ("c",))
+    assert set(mine.nodes) == {"c", "pre", "det", "nms", "video", "events"}
+    assert mine.links == ["c ! pre ! det ! nms ! video", "nms ! events"]
+    assert set(mine.queues) == {"pre ! det"}  # b's queue went with b
+    other = subset(spec, ("a", "b"))
+    assert other.links == ["a ! pre", "b ! pre", "pre ! det ! nms ! video", "nms ! events"]
+
+
+def test_a_restarted_shard_writes_new_files_but_events_stay_with_the_parent() -> None:
+    spec = parse(CONFIG, "x.toml")
+    restarted = subset(spec, ("a",), restart=2)
+    assert restarted.nodes["video"].config.path == "out/{source_id}.restart2.mp4"
+    assert restarted.nodes["events"].config.path == "out/events.jsonl"
+    assert (
+        restart_path("out/frames/{source_id}-{seq}.jpg", 1)
+        == "out/frames/{source_id}-{seq}.restart1.jpg"
+    )
+    assert restart_path("out/noext", 1) == "out/noext.restart1"
+
+
+def test_shards_can_be_set_from_the_command_line() -> None:
+    spec = parse(CONFIG, "x.toml", ["pipeline.shards=3", "pipeline.devices=['0', '1']"])
+    assert spec.settings.shards == 3 and spec.settings.devices == ["0", "1"]
+    assert parse(CONFIG, "x.toml", ["pipeline.shards=auto"]).settings.shards == "auto"
+    named = r"^--set pipeline.shards=0: key .pipeline.shards.: expected"
+    with pytest.raises(ConfigError, match=named):
+        parse(CONFIG, "x.toml", ["pipeline.shards=0"])
+
+
+def test_stage_stats_add_up_over_shards() -> None:
+    total: dict = {}
+    _add_stage(total, {"type": "infer", "frames": 100, "calls": 10, "fps": 50.0,
+                       "mean_ms": 2.0, "p95_ms": 3.0, "provider": "CPU"})  # fmt: skip
+    _add_stage(total, {"type": "infer", "frames": 300, "calls": 30, "fps": 70.0,
+                       "mean_ms": 4.0, "p95_ms": 9.0, "provider": "CPU"})  # fmt: skip
+    assert total["frames"] == 400 and total["calls"] == 40
+    assert total["fps"] == 120.0  # side by side
+    assert total["mean_ms"] == pytest.approx(3.5)  # weighted by frames
+    assert total["p95_ms"] == 9.0 and total["provider"] == "CPU"
+    queue: dict = {}
+    _add_queue(queue, {"dst": "det", "high_water": 2, "dropped": 1,
+                       "dropped_by_source": {"a": 1}})  # fmt: skip
+    _add_queue(queue, {"dst": "det", "high_water": 5, "dropped": 2,
+                       "dropped_by_source": {"a": 1, "b": 1}})  # fmt: skip
+    assert queue["high_water"] == 5 and queue["dropped"] == 3
+    assert queue["dropped_by_source"] == {"a": 2, "b": 1}

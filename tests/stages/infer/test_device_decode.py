@@ -1,0 +1,112 @@
+"""Head decode and NMS on the torch device keep what the numpy path and the nms node keep.
+
+Run with torch on the CPU here; the same code runs on CUDA and ROCm devices.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from tests.conftest import asset
+from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+from vapipe.stages.infer.heads import Family, decode
+from vapipe.stages.nms import NmsConfig, NmsStage
+
+torch = pytest.importorskip("torch")
+
+from vapipe.stages.infer.device_decode import DeviceDecoder, Selection, _batched_nms  # noqa: E402
+
+MODELS = {
+    "yolox_nano.onnx": (Family.YOLOX, 416, "bgr", 1.0),
+    "yolov8n.onnx": (Family.YOLOV8, 640, "rgb", 1 / 255),
+}
+
+
+@functools.cache
+def raw_outputs(model: str) -> np.ndarray:
+    """The model's raw head on the clip frames, from onnxruntime (once per model)."""
+    _, size, color, scale = MODELS[model]
+    batch = clip_batch(size, color, scale)
+    backend = OnnxBackend(
+        str(asset("models", model)), name="det", config=OnnxRuntimeConfig(providers=["cpu"]),
+        max_batch=1,
+    )  # fmt: skip
+    return np.concatenate([backend.run(batch[i : i + 1]) for i in range(len(batch))])
+
+
+def clip_batch(size: int, color: str, scale: float) -> np.ndarray:
+    """Eight frames of each shared clip, squeezed to the model's input."""
+    tensors = []
+    for clip in ("people.mp4", "traffic.mp4", "horses.mp4"):
+        with av.open(str(asset("media", clip))) as container:
+            for index, frame in enumerate(container.decode(video=0)):
+                if index % 10 == 0:
+                    image = cv2.resize(frame.to_ndarray(format="bgr24"), (size, size))
+                    if color == "rgb":
+                        image = image[:, :, ::-1]
+                    tensors.append(image.transpose(2, 0, 1).astype(np.float32) * scale)
+                if len(tensors) % 8 == 0 and index >= 70:
+                    break
+    return np.stack(tensors)
+
+
+def selection(**changes: object) -> tuple[Selection, NmsStage]:
+    config = NmsConfig(**changes)  # type: ignore[arg-type]
+    chosen = Selection(
+        config.conf, config.iou, config.max_det, config.max_candidates, config.class_agnostic,
+        tuple(config.classes) if config.classes is not None else None,
+    )  # fmt: skip
+    return chosen, NmsStage("nms", config)
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"conf": 0.1, "iou": 0.6},
+        {"class_agnostic": True, "max_det": 5},
+        {"classes": [0, 2]},
+    ],
+)
+def test_device_decode_keeps_what_numpy_and_the_nms_node_keep(model: str, settings: dict) -> None:
+    family, size, _, _ = MODELS[model]
+    raw = raw_outputs(model)
+    names = tuple(f"c{i}" for i in range(80))
+    chosen, nms = selection(**settings)
+    expected = [nms.select(found, None) for found in decode(family, raw, size, size, names)]
+    got = DeviceDecoder(family, size, size, names, chosen)(torch.from_numpy(raw))
+    assert len(got) == len(expected) == 24
+    total = 0
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine.suppressed
+        final = nms.select(mine, None)  # what the nms node does with them downstream
+        assert len(final) == len(theirs)
+        order, reference = np.lexsort(final.xyxy.T), np.lexsort(theirs.xyxy.T)
+        np.testing.assert_allclose(final.xyxy[order], theirs.xyxy[reference], atol=1e-3)
+        np.testing.assert_allclose(final.score[order], theirs.score[reference], atol=1e-5)
+        assert (final.class_id[order] == theirs.class_id[reference]).all()
+        total += len(final)
+    assert total > 20  # real clips: people, cars and horses were found
+
+
+def test_plain_torch_nms_matches_torchvision() -> None:
+    ops = pytest.importorskip("torchvision.ops")
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        count = int(rng.integers(1, 300))
+        corners = rng.uniform(0, 400, (count, 2))
+        boxes = torch.from_numpy(
+            np.concatenate((corners, corners + rng.uniform(5, 120, (count, 2))), axis=1)
+        ).float()
+        scores = torch.from_numpy(rng.random(count)).float()
+        groups = torch.from_numpy(rng.integers(0, 4, count))
+        mine = _batched_nms(boxes, scores, groups, 0.5)
+        theirs = ops.batched_nms(boxes, scores, groups, 0.5)
+        assert mine.tolist() == theirs.tolist()
