@@ -240,15 +240,28 @@ def main() -> None:
         help="comma-separated stream counts (1,4,8,16): run the multi-stream pipeline "
         "benchmark (bench/streams_bench.py) instead of the kernel and backend parts",
     )
+    parser.add_argument("--work", default="/tmp/vapipe-streams", help="scratch for --streams")
+    parser.add_argument("--shards", help='--streams: these shard settings (1,8,"auto")')
+    parser.add_argument("--queue-size", type=int, default=64, help="--streams: pipeline queues")
+    parser.add_argument("--seconds", type=float, default=10.0, help="--streams: clip length")
     parser.add_argument(
-        "--work", default="/tmp/vapipe-streams", help="scratch folder for --streams"
+        "--extras", action="store_true", help="--streams: also 16 realtime streams and 4 with video"
     )
+    parser.add_argument("--realtime-shards", default="8", help="--extras: shard counts, e.g. 2,8")
     args = parser.parse_args()
     if args.streams:
         from bench.streams_bench import streams_part
 
         counts = [int(n) for n in args.streams.split(",")]
-        streams = streams_part(counts, Path(args.work))
+        streams = streams_part(
+            counts,
+            Path(args.work),
+            shards=args.shards.split(",") if args.shards else None,
+            queue_size=args.queue_size,
+            seconds=args.seconds,
+            extras=args.extras,
+            realtime_shards=tuple(args.realtime_shards.split(",")),
+        )
         streams["command"] = "python bench/gpu_bench.py " + " ".join(sys.argv[1:])
         streams["date"] = time.strftime("%Y-%m-%d %H:%M")
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -34,10 +34,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 
 CONFIG = """\
-links = [{links}, "pre ! det ! nms ! events"]
+links = [{links}, "pre ! det ! nms ! events"{video_link}]
 
 [pipeline]
-queue_size = 64
+queue_size = {queue_size}
 shards = {shards}
 
 {sources}
@@ -64,6 +64,12 @@ type = "nms"
 [nodes.events]
 type = "events"
 path = "out/events.jsonl"
+{video}"""
+
+VIDEO = """
+[nodes.video]
+type = "video"
+path = "out/{source_id}.mp4"
 """
 
 
@@ -86,15 +92,31 @@ def make_clip(path: Path, seconds: float = 10.0) -> Path:
     return path
 
 
-def write_config(folder: Path, clip: Path, streams: int, shards: str, device_decode: bool) -> Path:
+def write_config(
+    folder: Path,
+    clip: Path,
+    streams: int,
+    shards: str,
+    device_decode: bool,
+    *,
+    queue_size: int = 64,
+    realtime: bool = False,
+    video: bool = False,
+) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
-    sources = "".join(f'[nodes.{name}]\ntype = "source"\nuri = "{clip}"\n\n' for name in names)
+    pacing = "realtime = true\nloop = true\n" if realtime else ""
+    sources = "".join(
+        f'[nodes.{name}]\ntype = "source"\nuri = "{clip}"\n{pacing}\n' for name in names
+    )
     links = ", ".join(f'"{name} ! pre"' for name in names)
     text = CONFIG.format(
         links=links,
         shards=shards,
         sources=sources,
         device_decode=str(device_decode).lower(),
+        queue_size=queue_size,
+        video_link=', "nms ! video"' if video else "",
+        video=VIDEO if video else "",
     )
     path = folder / "pipeline.toml"
     path.write_text(text)
@@ -162,7 +184,7 @@ def tree_rss_mb(root: int) -> float:
     return total
 
 
-def run_pipeline(folder: Path, config: Path) -> dict[str, Any]:
+def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()
     process = subprocess.Popen(
@@ -170,10 +192,15 @@ def run_pipeline(folder: Path, config: Path) -> dict[str, Any]:
         cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     sampler = Sampler(process.pid)
+    if stop_after_s is not None:  # realtime sources loop: Ctrl-C after this long
+        try:
+            process.wait(stop_after_s)
+        except subprocess.TimeoutExpired:
+            process.send_signal(2)
     _, stderr = process.communicate(timeout=540)
     wall = time.monotonic() - started
     sampled = sampler.stop()
-    if process.returncode != 0:
+    if process.returncode not in (0, 130):
         return {"error": stderr[-1500:], "exit_code": process.returncode}
     stats = json.loads((folder / "stats.json").read_text())
     stages = stats["stages"]
@@ -198,6 +225,15 @@ def run_pipeline(folder: Path, config: Path) -> dict[str, Any]:
             {"sources": len(s["sources"]), **s.get("process", {})} for s in stats["shards"]
         ]
     result["decode_on_device"] = "head decode and NMS on" in stderr
+    latency = stages["events"].get("latency", {})
+    if latency:
+        result["capture_to_event_p95_ms_worst_source"] = max(v["p95_ms"] for v in latency.values())
+        result["capture_to_event_p50_ms_median_source"] = statistics.median(
+            v["p50_ms"] for v in latency.values()
+        )
+    result["dropped"] = sum(q["dropped"] for q in stats["queues"].values())
+    if "video" in stages:
+        result["video_fps"] = stages["video"]["fps"]
     return result
 
 
@@ -260,9 +296,18 @@ def standalone(clip: Path, batch: int = 32, repeats: int = 10) -> dict[str, Any]
     return {"batch": batch, **result}
 
 
-def streams_part(counts: list[int], work: Path) -> dict[str, Any]:
+def streams_part(
+    counts: list[int],
+    work: Path,
+    *,
+    shards: list[str] | None = None,
+    queue_size: int = 64,
+    seconds: float = 10.0,
+    extras: bool = False,
+    realtime_shards: tuple[str, ...] = ("8",),
+) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
-    clip = make_clip(work / "clip1080.mp4")
+    clip = make_clip(work / "clip1080.mp4", seconds)
     report: dict[str, Any] = {"clip": "people.mp4 scaled to 1920x1080, 240 frames", "runs": []}
     try:
         report["standalone_torch_yolox_nano"] = standalone(clip)
@@ -270,15 +315,16 @@ def streams_part(counts: list[int], work: Path) -> dict[str, Any]:
         report["standalone_torch_yolox_nano"] = {"error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(report, indent=1), flush=True)
     for count in counts:
-        variants = [("1", True), ('"auto"', True)]
-        if count == max(counts):
+        variants = [(s, True) for s in shards or ["1", '"auto"']]
+        if count == max(counts) and not shards:
             variants += [('"auto"', False), (str(count // 2), True)]
-        for shards, device_decode in variants:
-            label = shards.strip('"')
+        for setting, device_decode in variants:
+            label = setting.strip('"')
             folder = work / f"s{count}-{label}-{int(device_decode)}"
             folder.mkdir(parents=True, exist_ok=True)
-            config = write_config(folder, clip, count, shards, device_decode)
-            run = {"streams": count, "shards": shards.strip('"'),
+            quoted = label if label.isdigit() else f'"{label}"'
+            config = write_config(folder, clip, count, quoted, device_decode, queue_size=queue_size)
+            run = {"streams": count, "shards": label, "queue_size": queue_size,
                    "device_decode_asked": device_decode}  # fmt: skip
             try:
                 run.update(run_pipeline(folder, config))
@@ -286,4 +332,23 @@ def streams_part(counts: list[int], work: Path) -> dict[str, Any]:
                 run["error"] = f"{type(exc).__name__}: {exc}"
             report["runs"].append(run)
             print(json.dumps(run), flush=True)
+    if extras:
+        report["realtime"] = [
+            extra_run(work, clip, f"realtime{n}", 16, n, realtime=True) for n in realtime_shards
+        ]
+        report["video"] = extra_run(work, clip, "video", 4, "4", video=True)
     return report
+
+
+def extra_run(work: Path, clip: Path, name: str, streams: int, shards: str, **kind: bool) -> Any:
+    """16 cameras paced at their frame rate (latency, drops), or 4 with annotated video."""
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    config = write_config(folder, clip, streams, shards, True, queue_size=8, **kind)
+    run: dict[str, Any] = {"streams": streams, "shards": shards, **kind}
+    try:
+        run.update(run_pipeline(folder, config, stop_after_s=45 if kind.get("realtime") else None))
+    except Exception as exc:
+        run["error"] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(run), flush=True)
+    return run

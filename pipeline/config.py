@@ -49,7 +49,7 @@ class PipelineSettings(BaseModel):
     """After a stop (error or Ctrl-C), how long stages may take to drain before a hard stop."""
     shards: int | str = 1
     """Worker processes the sources are split across, each running the graph (its own
-    detector) on its share, past the GIL; events are merged here. ``"auto"``: one per 4 CPU
+    detector) on its share, past the GIL; events are merged here. ``"auto"``: one per 2 CPU
     cores, at most one per source. 1: everything in this process."""
     devices: list[str] = Field(default_factory=list)
     """GPUs for the shards in turn (``["0", "1"]``: shard 0 on GPU 0, shard 1 on GPU 1, ...),

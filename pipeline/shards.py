@@ -37,12 +37,12 @@ from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger(__name__)
 
-CORES_PER_SHARD = 4
+CORES_PER_SHARD = 2  # measured: 16 x 1080p on 16 cores, 8 shards beat 4 by 1.4x
 _JOIN_S = 10.0  # a shard that said "done" but does not exit is killed after this
 
 
 def shard_count(setting: int | str, sources: int, cpus: int | None = None) -> int:
-    """Shards to start: the setting, ``"auto"`` as one per 4 cores, never more than sources."""
+    """Shards to start: the setting, ``"auto"`` as one per 2 cores, never more than sources."""
     if setting == "auto":
         wanted = max(1, (cpus or os.cpu_count() or 1) // CORES_PER_SHARD)
     else:

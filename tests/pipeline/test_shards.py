@@ -48,7 +48,7 @@ size = 3
         (1, 16, 16, 1),
         (4, 16, 2, 4),  # asked for: given, whatever the cores
         (8, 3, 16, 3),  # never more shards than sources
-        ("auto", 16, 16, 4),  # one per 4 cores
+        ("auto", 16, 16, 8),  # one per 2 cores
         ("auto", 16, 2, 1),
         ("auto", 2, 64, 2),
     ],
