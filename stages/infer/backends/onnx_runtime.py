@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections import Counter
 from typing import Any
 
@@ -19,8 +20,6 @@ from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 
 log = logging.getLogger(__name__)
 
-# Providers that compile the graph per input shape: give them a few fixed batch shapes.
-FIXED_SHAPE_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"]}
 FP16_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"], eps.ALIASES["openvino"]}
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -41,7 +40,12 @@ class OnnxBackend:
         names, options = self._providers(config)
         if config.cache_dir:
             os.makedirs(config.cache_dir, exist_ok=True)
-        self._names, self._options, self._threads = names, options, config.threads
+        self._names, self._options = names, options
+        # The thread count is a CPU setting: on one thread the nodes an accelerator leaves to
+        # the CPU cost 23 ms a frame where its own pool takes 8 (CUDA provider, H200).
+        self._threads = config.threads if names[0] == eps.CPU else 0
+        if config.threads and names[0] != eps.CPU:
+            log.info("%s: threads = %d applies to the CPU provider only", name, config.threads)
         self.batch_mode = "fixed"
         probe = self._session(path, [eps.CPU], [{}])
         first = probe.get_inputs()[0]
@@ -74,6 +78,11 @@ class OnnxBackend:
         )
         self._output_name = model_out.name
         self.placement = {} if on_cpu_only else self._placement(self.session)
+        self.max_error: float | None = None
+        if self.device != eps.CPU:
+            fp16 = config.fp16 and self.device in FP16_PROVIDERS
+            self.max_error = self._verify(on_cpu, tolerance=5e-2 if fp16 else 1e-3)
+            self._warm()
 
     def _providers(self, config: OnnxRuntimeConfig) -> tuple[list[str], list[dict[str, Any]]]:
         """The providers to try, in order, with their options; unavailable ones are logged."""
@@ -99,9 +108,48 @@ class OnnxBackend:
         providers that compile per shape, or None for any."""
         if self.batch_mode in ("fixed", "frame-by-frame"):
             return (fixed_batch or 1,)
-        if self.device in FIXED_SHAPE_PROVIDERS:
+        if self.device != eps.CPU:
+            # Every accelerator gets a few fixed shapes, each warmed at load: MIGraphX and
+            # TensorRT compile per shape, CUDA and ROCm search convolution kernels per shape.
+            # Batches of any size would compile or search in the middle of a run.
             return tuple(sorted({*(2**i for i in range(8) if 2**i < max_batch), max_batch}))
         return None
+
+    def _verify(self, on_cpu: Any, tolerance: float) -> float:
+        """The accelerator's output against the CPU's on the same input, once at load: a
+        provider that computes something else must fail here, not draw wrong boxes."""
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in self.info.input_shape]
+        if self.batch_sizes is None or len(self.batch_sizes) > 1:
+            shape[0] = 2
+        sample = np.random.default_rng(0).random(shape, dtype=np.float32)
+        sample = sample.astype(self.info.input_dtype)
+        expected = on_cpu.run(None, {self.info.input_name: sample})[0].astype(np.float32)
+        got = self.run(sample).astype(np.float32)
+        error = float(np.abs(got - expected).max() / (np.abs(expected).max() or 1.0))
+        if got.shape != expected.shape or not np.isfinite(error) or error > tolerance:
+            raise PipelineError(
+                f"{self.name}: {self.device} computes different outputs than the CPU "
+                f"(relative error {error:.3g}, tolerance {tolerance:g}); choose another "
+                "provider, or set fp16 = false"
+            )
+        log.info("%s: %s agrees with the CPU (relative error %.2g)", self.name, self.device, error)
+        return error
+
+    def _warm(self) -> None:
+        """Run every batch shape once now, so that no frame waits for a compile or a search."""
+        if not self.batch_sizes:
+            return
+        started = time.monotonic()
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in self.info.input_shape]
+        for size in self.batch_sizes:
+            self._run(np.zeros((size, *shape[1:]), self.info.input_dtype))
+        log.info(
+            "%s: batch shapes %s ready on %s in %.1f s",
+            self.name,
+            ", ".join(map(str, self.batch_sizes)),
+            self.device,
+            time.monotonic() - started,
+        )
 
     def _session(
         self,
@@ -239,6 +287,7 @@ class OnnxBackend:
             "batch_sizes": self.batch_sizes,
             "io_binding": self.use_io_binding,
             "node_placement": self.placement or None,
+            "max_rel_error_vs_cpu": self.max_error,
         }
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ ALIASES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
 }
 AUTO_ORDER = ("migraphx", "rocm", "tensorrt", "cuda", "openvino", "cpu")
-OPTIONAL_KEYS = frozenset({"migraphx_model_cache_dir"})
+OPTIONAL_KEYS = frozenset({"migraphx_model_cache_dir", "use_tf32"})
 """Defaults that some provider builds do not know; dropped if the session refuses them."""
 CPU = ALIASES["cpu"]
 
@@ -57,7 +57,12 @@ def default_options(provider: str, *, fp16: bool, cache_dir: str | None) -> dict
             options["trt_timing_cache_enable"] = True
             options["trt_timing_cache_path"] = cache_dir
     elif provider == ALIASES["cuda"]:
+        # cuDNN's exhaustive search costs seconds per new input shape; with the few fixed
+        # batch shapes warmed at load, its heuristic pick is within a few percent.
         options["cudnn_conv_algo_search"] = "HEURISTIC"
+        # Ampere and later run float32 convolutions as TF32 (about 3 significant digits) by
+        # default, enough to move boxes: float32 here means float32 unless asked.
+        options["use_tf32"] = 0
     elif provider == ALIASES["openvino"]:
         options["precision"] = "FP16" if fp16 else "FP32"
         if cache_dir:

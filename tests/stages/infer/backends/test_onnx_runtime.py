@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
+from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import padded_size
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
@@ -51,7 +52,7 @@ def test_fixed_shape_padding_and_io_binding_give_the_same_outputs() -> None:
     path = asset("models", "yolox_nano.onnx")
     plain = backend(path, max_batch=8, io_binding="off")
     padded = backend(path, max_batch=8, io_binding="on")
-    padded.batch_sizes = (1, 2, 4, 8)  # as MIGraphX / TensorRT get them
+    padded.batch_sizes = (1, 2, 4, 8)  # as accelerators get them
     calls: list[int] = []
     run = padded._run
     padded._run = lambda batch: calls.append(len(batch)) or run(batch)  # type: ignore[method-assign]
@@ -135,3 +136,75 @@ def test_refused_optional_provider_options_are_dropped_and_retried(
     assert any("migraphx_model_cache_dir" in o for o in seen[1]), "the cache dir was not tried"
     assert not any("migraphx_model_cache_dir" in o for o in seen[-1])
     assert "retrying without migraphx_model_cache_dir" in caplog.text
+
+
+class FakeCuda:
+    """A CPU session that says it runs on CUDA: the accelerator code paths, on this machine.
+    ``skew`` adds to every output, as a provider that computes something else would."""
+
+    shapes: list[tuple[int, ...]] = []
+    skew = 0.0
+
+    def __init__(self, session: object) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._session, name)
+
+    def get_providers(self) -> list[str]:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    def run(self, names, feed):  # type: ignore[no-untyped-def]
+        FakeCuda.shapes.append(next(iter(feed.values())).shape)
+        return [out + FakeCuda.skew for out in self._session.run(names, feed)]
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[FakeCuda]:
+    import onnxruntime as ort
+
+    real = ort.InferenceSession
+    FakeCuda.shapes, FakeCuda.skew = [], 0.0
+    given: list[list[dict]] = []
+
+    def session(model, options=None, providers=None, provider_options=None):  # type: ignore[no-untyped-def]
+        inner = real(model, options, providers=["CPUExecutionProvider"])
+        if providers and "CUDAExecutionProvider" in providers:
+            given.append(provider_options)
+            FakeCuda.threads = options.intra_op_num_threads  # type: ignore[attr-defined]
+            return FakeCuda(inner)
+        return inner
+
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    monkeypatch.setattr(
+        ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    FakeCuda.given = given  # type: ignore[attr-defined]
+    return FakeCuda
+
+
+def test_an_accelerator_gets_fixed_batch_shapes_warmed_and_checked_at_load(
+    fake_cuda: type[FakeCuda], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    chosen = backend(asset("models", "yolox_nano.onnx"), max_batch=8, io_binding="off")
+    assert chosen.device == "CUDAExecutionProvider"
+    assert chosen.batch_sizes == (1, 2, 4, 8)
+    loaded = [shape[0] for shape in fake_cuda.shapes]
+    assert set(loaded) >= {1, 2, 4, 8}, f"every batch shape is run once at load: {loaded}"
+    assert chosen.max_error is not None and chosen.max_error < 1e-5
+    assert "CUDAExecutionProvider agrees with the CPU" in caplog.text
+    options = fake_cuda.given[0][0]  # type: ignore[attr-defined]
+    assert options["cudnn_conv_algo_search"] == "HEURISTIC" and options["use_tf32"] == 0
+    # backend() asks for threads = 1: a CPU setting, not applied to an accelerator's session.
+    assert fake_cuda.threads == 0  # type: ignore[attr-defined]
+    fake_cuda.shapes.clear()
+    chosen.run(images(3, 416))
+    assert [shape[0] for shape in fake_cuda.shapes] == [4], "no new shape after load"
+
+
+def test_an_accelerator_that_disagrees_with_the_cpu_is_refused(fake_cuda: type[FakeCuda]) -> None:
+    fake_cuda.skew = 5.0
+    with pytest.raises(PipelineError, match=r"det: CUDAExecutionProvider computes different "
+                       r"outputs than the CPU \(relative error"):  # fmt: skip
+        backend(asset("models", "yolox_nano.onnx"), max_batch=4, io_binding="off")
