@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.source.backoff import ReconnectConfig
@@ -53,5 +53,29 @@ class SourceConfig(StageConfig):
     annotated video are then in the upright picture's pixels."""
     decode_threads: int = Field(0, ge=0)
     """FFmpeg decoder threads; 0 = automatic."""
+    hwaccel: str | None = None
+    """Decode on a GPU: an FFmpeg device type (``cuda``, ``vaapi``, ``qsv``, ``amf``,
+    ``d3d11va``, ``videotoolbox``; ``run-pipeline doctor`` lists this build's). Frames still
+    come to host memory for preprocessing. Where the device cannot be opened or does not take
+    the codec, decoding falls back to software, with a warning. Experimental: see the README
+    (slower than software decoding on a 16-core host, and not yet pixel-identical)."""
+    hwaccel_device: str | None = None
+    """Which device for ``hwaccel``: a GPU index (``"1"``) or a render node
+    (``/dev/dri/renderD128``); default: the first."""
+
+    @field_validator("hwaccel")
+    @classmethod
+    def _known_device_type(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from av.codec.hwaccel import hwdevices_available
+
+        known = hwdevices_available()
+        if value not in known:
+            raise ValueError(
+                f"'{value}' is not a device type of this FFmpeg build; it has: "
+                f"{', '.join(known) or 'none'}"
+            )
+        return value
     options: dict[str, str] = Field(default_factory=dict)
     """Extra FFmpeg demuxer options, passed to ``av.open``."""

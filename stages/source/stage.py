@@ -61,6 +61,7 @@ class VideoSource(SourceStage):
         self.announced = 0
         self._seq = 0
         self._resume: tuple[int, float | None] | None = None
+        self.hwaccel_failed = False
         self._skip_until = 0
 
     @classmethod
@@ -134,10 +135,30 @@ class VideoSource(SourceStage):
             extra=cfg.options,
         )
 
+    def _open_container(self) -> Any:
+        """``av.open``, decoding on the configured hardware device while it opens."""
+        kwargs = self.spec.open_kwargs()
+        cfg = self.config
+        if cfg.hwaccel and not self.hwaccel_failed:
+            from av.codec.hwaccel import HWAccel
+
+            try:
+                accel = HWAccel(cfg.hwaccel, cfg.hwaccel_device, allow_software_fallback=True)
+                return av.open(self.spec.file, **kwargs, hwaccel=accel)
+            except (av.error.FFmpegError, OSError, ValueError) as exc:
+                self.hwaccel_failed = True
+                log.warning(
+                    "%s: hwaccel %s cannot be used here (%s); decoding in software",
+                    self.name,
+                    cfg.hwaccel,
+                    getattr(exc, "strerror", None) or exc,
+                )
+        return av.open(self.spec.file, **kwargs)
+
     def _connect(self) -> tuple[Any, Any]:
         """Open the input; returns (container, video stream) and sets ``stream_info``."""
         try:
-            container = av.open(self.spec.file, **self.spec.open_kwargs())
+            container = self._open_container()
         except NETWORK_ERRORS as exc:
             # FFmpeg's message repeats the URL; its strerror alone says what went wrong.
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -420,4 +441,9 @@ class VideoSource(SourceStage):
             "reconnects": self.reconnects,
             "frames_announced": self.announced or None,
             "decode_errors": self.decode_errors,
+            "decoder": (
+                f"hwaccel {self.config.hwaccel}"
+                if self.config.hwaccel and not self.hwaccel_failed
+                else "software"
+            ),
         }

@@ -3,10 +3,12 @@ sizes, several sources into one file, per-source outputs of configs/multi.toml."
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import av
+import av.codec.hwaccel
 import numpy as np
 import pytest
 
@@ -185,3 +187,29 @@ def test_a_folder_or_glob_of_images_is_a_source(tmp_path: Path, pattern: str) ->
     assert dogs[0][0]["xyxy"][0] > 384 > dogs[1][0]["xyxy"][2], "name order or mirroring lost"
     assert dogs[2][0]["xyxy"][2] <= 384, "the small picture's boxes are in its own pixels"
     assert sorted(p.name for p in (tmp_path / "out").glob("*.jpg")) == ["0.jpg", "1.jpg", "2.jpg"]
+
+
+def test_hwaccel_without_the_device_decodes_in_software_with_a_warning(tmp_path: Path) -> None:
+    available = av.codec.hwaccel.hwdevices_available()
+    if not available:
+        pytest.skip("this FFmpeg build has no hardware device types")
+    runs = {}
+    for name, extra in {"plain": [], "hw": ["--set", f"cam.hwaccel={available[0]}"]}.items():
+        out = tmp_path / f"{name}.jsonl"
+        result = cli(
+            str(FILE_CONFIG), *extra, "--set", f"events.path={out}", "--max-frames", "8",
+            "--stats", str(tmp_path / f"{name}.json"), cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        runs[name] = ([e["detections"] for e in read_events(out)], result.stderr)
+    assert runs["hw"][0] == runs["plain"][0] and len(runs["hw"][0]) == 8
+    stats = json.loads((tmp_path / "hw.json").read_text())
+    if stats["stages"]["cam"]["decoder"] == "software":  # no such GPU here: said, not failed
+        assert f"hwaccel {available[0]} cannot be used here" in runs["hw"][1]
+
+
+def test_an_unknown_hwaccel_is_a_config_error_listing_the_known_ones(tmp_path: Path) -> None:
+    result = cli(str(FILE_CONFIG), "--set", "cam.hwaccel=nvdec", cwd=tmp_path)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert "key 'hwaccel': 'nvdec' is not a device type of this FFmpeg build; it has:" in last
