@@ -114,6 +114,7 @@ def run_shard(job: ShardJob, conn: Any) -> None:
     # reaches every process of the group, and a second signal here would mean "exit at once".
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: EARLY_STOP.set())  # before the runner exists
+    _stop_when_orphaned()
     if job.device is not None:
         for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
             os.environ[variable] = job.device
@@ -163,6 +164,22 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
     stats = result.stats
     stats["process"] = _process_stats()
     return result.exit_code, str(result.error) if result.error else None, stats
+
+
+def _stop_when_orphaned() -> None:
+    """SIGTERM (a drain) when the parent process dies, even by SIGKILL: a shard must not run
+    on alone, looping over its cameras with nobody to take the events (Linux; elsewhere the
+    broken pipe stops it at its next event)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def _process_stats() -> dict[str, Any]:

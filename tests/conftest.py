@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -39,3 +40,33 @@ def yolox_onnx() -> Path:
 @pytest.fixture
 def yolov8_onnx() -> Path:
     return asset("models", "yolov8n.onnx")
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test():
+    """A run a failed test left behind (a looping source) would eat the cores of every later
+    test: whatever a test started is killed when it ends."""
+    before = set(_descendants(os.getpid()))
+    yield
+    for pid in _descendants(os.getpid()):
+        if pid not in before:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)

@@ -221,3 +221,24 @@ def test_ctrl_c_drains_every_shard(tmp_path: Path) -> None:
         assert seqs == list(range(len(seqs))) and seqs, source
         # The shard's video got every frame its events did: drained, not cut off.
         assert probe_video(tmp_path / "out" / f"{source}.mp4")["frames"] >= len(seqs) - 1
+
+
+def test_shards_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
+    config = write_config(tmp_path, shards=2, extra=REALTIME + "loop = true\n")
+    run = Running(config)
+    wait_for_every_source(tmp_path / "out" / "events.jsonl")
+    shards = [run.shard_pid(0), run.shard_pid(1)]
+    os.kill(run.process.pid, signal.SIGKILL)  # no drain, no goodbye: the OOM killer's way
+    run.finish(30)
+
+    def gone() -> bool:
+        return not any(Path(f"/proc/{pid}").exists() and not _zombie(pid) for pid in shards)
+
+    wait_for(gone, 30, "the orphaned shards to stop")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
