@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -23,20 +24,54 @@ from tests.e2e.rtsp import free_port
 class Broker:
     """Mosquitto with persistence, so a restart keeps sessions and their queued messages."""
 
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        port: int | None = None,
+        users: dict[str, str] | None = None,
+        allow_anonymous: bool = True,
+    ) -> None:
         self.folder, self.port = folder, port or free_port()
+        self.users, self.allow_anonymous = users or {}, allow_anonymous
         self.process: subprocess.Popen[str] | None = None
+
+    def _write_conf(self) -> Path:
+        conf = self.folder / "mosquitto.conf"
+        lines = [
+            f"listener {self.port} 127.0.0.1",
+            f"allow_anonymous {str(self.allow_anonymous).lower()}",
+            "persistence true",
+            f"persistence_location {self.folder}/",
+            "autosave_interval 1",
+        ]
+        if os.geteuid() == 0:
+            # Started as root, mosquitto becomes user "mosquitto", who cannot read or write
+            # the test's root-only temp folder: no password file, and no saved sessions.
+            lines.append("user root")
+        if self.users:
+            passwords = self.folder / "passwords"
+            passwords.write_text("")
+            for user, password in self.users.items():
+                subprocess.run(
+                    ["mosquitto_passwd", "-b", str(passwords), user, password], check=True
+                )
+            lines.append(f"password_file {passwords}")
+        conf.write_text("\n".join(lines) + "\n")
+        return conf
+
+    def let_anonymous_in(self) -> None:
+        """Open the broker to anonymous clients (the pipeline) without restarting it."""
+        self.allow_anonymous = True
+        self._write_conf()
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)  # mosquitto reloads allow_anonymous
 
     def start(self) -> Broker:
         binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
         if not Path(binary).exists():
             pytest.fail("the MQTT tests need Debian's mosquitto (see .ci/run)")
         self.folder.mkdir(parents=True, exist_ok=True)
-        conf = self.folder / "mosquitto.conf"
-        conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {self.folder}/\nautosave_interval 1\n"
-        )
+        conf = self._write_conf()
         self.process = subprocess.Popen(
             [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -72,20 +107,34 @@ class Subscriber:
     """Collects every message under ``topic`` (QoS 1, persistent session: it also gets what
     was published while it was reconnecting)."""
 
-    def __init__(self, port: int, topic: str = "vapipe/#") -> None:
+    def __init__(
+        self, port: int, topic: str = "vapipe/#", login: tuple[str, str] | None = None
+    ) -> None:
         self.messages: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._subscribed = threading.Event()
+        self.subscribes = 0
         self.client = paho.Client(
             paho.CallbackAPIVersion.VERSION2, client_id="vapipe-test-sub", clean_session=False
         )
-        self.client.on_connect = lambda c, u, f, r, p: c.subscribe(topic, qos=1)
-        self.client.on_subscribe = lambda *args: self._subscribed.set()
+        if login:
+            self.client.username_pw_set(*login)
+        self.connects = 0
+        self.client.on_connect = lambda c, u, f, r, p: self._on_connect(c, topic)
+        self.client.on_subscribe = lambda *args: self._on_subscribe()
         self.client.on_message = self._on_message
         self.client.reconnect_delay_set(1, 1)
         self.client.connect("127.0.0.1", port, 30)
         self.client.loop_start()
         assert self._subscribed.wait(10), "the test subscriber could not subscribe"
+
+    def _on_subscribe(self) -> None:
+        self.subscribes += 1
+        self._subscribed.set()
+
+    def _on_connect(self, client: Any, topic: str) -> None:
+        self.connects += 1
+        client.subscribe(topic, qos=1)
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
         with self._lock:

@@ -70,9 +70,12 @@ def test_event_type_filter_and_masked_credentials(tmp_path: Path) -> None:
         assert secret not in text
 
 
+OBSERVER = {"observer": "observer-pw"}
+
+
 def test_broker_down_for_10_s_keeps_the_frame_rate_and_drains_after(tmp_path: Path) -> None:
-    server = Broker(tmp_path / "broker").start()
-    subscriber = Subscriber(server.port)
+    server = Broker(tmp_path / "broker", users=OBSERVER).start()
+    subscriber = Subscriber(server.port, login=("observer", "observer-pw"))
     config = tmp_path / "a.toml"
     # A camera-like source: the clip at its own pace (24 fps), looped.
     config.write_text(with_mqtt(server.port, "reconnect_max_s = 1\n"))
@@ -88,7 +91,13 @@ def test_broker_down_for_10_s_keeps_the_frame_rate_and_drains_after(tmp_path: Pa
         time.sleep(10)
         frames_while_down = len(read_lines(events)) - lines_at_stop
         down_s = time.monotonic() - stopped_at
-        server = Broker(tmp_path / "broker", server.port).start()
+        # The broker comes back closed to the pipeline until the test's subscriber has its
+        # subscription again: what the pipeline sends first after the outage must have
+        # someone to go to, whatever order the two clients' reconnect timers fire in.
+        server = Broker(tmp_path / "broker", server.port, OBSERVER, allow_anonymous=False)
+        server.start()
+        wait_for(lambda: subscriber.subscribes >= 2, 30, "the subscriber to subscribe again")
+        server.let_anonymous_in()
         _, stderr = pipeline.communicate(timeout=120)
     finally:
         if pipeline.poll() is None:
@@ -111,7 +120,11 @@ def test_broker_down_for_10_s_keeps_the_frame_rate_and_drains_after(tmp_path: Pa
     received = [p for _, p in subscriber.received()]
     subscriber.close()
     assert_valid_events(received)
-    assert not lost, f"{len(lost)} of {len(written)} events never arrived: {lost[:2]}, ..."
     stats = json.loads((tmp_path / "s.json").read_text())["stages"]["mqtt"]
+    # Which side lost them, if any were: the sink's counts and the subscriber's connections.
+    assert not lost, (
+        f"{len(lost)} of {len(written)} events never arrived: {lost[:2]}, ...; sink stats "
+        f"{stats}; subscriber connected {subscriber.connects} times, got {len(received)}"
+    )
     assert stats["reconnects"] >= 1 and stats["dropped"] == 0, stats
     assert "broker connection lost" in stderr
