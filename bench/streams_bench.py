@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -196,7 +197,7 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
         try:
             process.wait(stop_after_s)
         except subprocess.TimeoutExpired:
-            process.send_signal(2)
+            process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=540)
     wall = time.monotonic() - started
     sampled = sampler.stop()
@@ -263,9 +264,7 @@ def standalone(clip: Path, batch: int = 32, repeats: int = 10) -> dict[str, Any]
     backend = TorchBackend(str(resolve_model("yolox-nano")), name="det",
                            config=TorchConfig(device="cuda"))  # fmt: skip
     nms_cfg = NmsConfig()
-    selection = Selection(nms_cfg.conf, nms_cfg.iou, nms_cfg.max_det, nms_cfg.max_candidates,
-                          nms_cfg.class_agnostic, None)  # fmt: skip
-    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), selection)
+    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), Selection.of(nms_cfg))
     nms = NmsStage("nms", nms_cfg)
 
     def host_path() -> None:

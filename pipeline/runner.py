@@ -204,7 +204,7 @@ class Runner:
                 for done in opened:
                     self._close(done)
                 if isinstance(exc, ConfigError):
-                    self._error = _naming_node(exc, name)
+                    self._error = naming_node(exc, name)
                     return EXIT_USAGE
                 self._record_error(name, exc, None, stop=False)
                 return EXIT_FAILURE
@@ -361,7 +361,7 @@ class Runner:
         if isinstance(exc, StageError):
             error = exc
         elif isinstance(exc, ConfigError):  # found at run time, still the config's fault: exit 2
-            error = _naming_node(exc, stage)
+            error = naming_node(exc, stage)
         else:
             message = str(exc) or type(exc).__name__
             error = StageError(
@@ -428,7 +428,7 @@ def exit_code_for(error: PipelineError | None, interrupted: bool) -> int:
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
-def _naming_node(error: ConfigError, node: str) -> ConfigError:
+def naming_node(error: ConfigError, node: str) -> ConfigError:
     """The error, with the node it happened in when it does not say."""
     if error.node:
         return error

@@ -91,20 +91,20 @@ class RecordSender(Stage):
     filters and writes them exactly as it would have."""
 
     def __init__(self, name: str, config: StageConfig, send: Send) -> None:
+        # Here, not at the top: the framework does not import stages until a run needs them.
+        from vapipe.stages.sinks.records import frame_records, message_record
+
         super().__init__(name, config)
         self._send = send
+        self._frame_records, self._message_record = frame_records, message_record
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        from vapipe.stages.sinks.records import frame_records
-
-        records = list(frame_records(frame))
+        records = list(self._frame_records(frame))
         self._send(("frame", self.name, frame.source_id, frame.seq, frame.pts, records))
         return (frame,)
 
     def handle_message(self, message: Message) -> tuple[Message]:
-        from vapipe.stages.sinks.records import message_record
-
-        self._send(("message", self.name, [message_record(message)]))
+        self._send(("message", self.name, [self._message_record(message)]))
         return (message,)
 
 

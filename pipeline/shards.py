@@ -30,6 +30,7 @@ from vapipe.pipeline.runner import (
     EXIT_USAGE,
     RunResult,
     exit_code_for,
+    naming_node,
 )
 from vapipe.pipeline.shard import ShardJob, run_shard
 from vapipe.pipeline.stage import SourceStage, Stage, StageContext
@@ -182,13 +183,7 @@ class ShardRunner:
                 for opened in self._sinks.values():
                     opened.close()
                 if isinstance(exc, ConfigError):
-                    self._error = (
-                        exc
-                        if exc.node
-                        else ConfigError(
-                            exc.message, file=exc.file, line=exc.line, node=name, key=exc.key
-                        )
-                    )
+                    self._error = naming_node(exc, name)
                     return EXIT_USAGE
                 self._error = StageError(name, str(exc) or type(exc).__name__)
                 return EXIT_FAILURE

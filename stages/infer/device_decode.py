@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.infer.heads import STRIDES, Family
+
+if TYPE_CHECKING:
+    from vapipe.stages.nms import NmsConfig
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,17 @@ class Selection:
     max_candidates: int
     class_agnostic: bool
     classes: tuple[int, ...] | None
+
+    @classmethod
+    def of(cls, config: NmsConfig) -> Selection:
+        return cls(
+            config.conf,
+            config.iou,
+            config.max_det,
+            config.max_candidates,
+            config.class_agnostic,
+            tuple(config.classes) if config.classes is not None else None,
+        )
 
 
 class DeviceDecoder:

@@ -144,22 +144,13 @@ class InferStage(BatchStage):
                 raise ConfigError(why, key="decode_on_device")
             return None
         assert nms is not None
-        cfg = nms.config
-        selection = Selection(
-            cfg.conf,
-            cfg.iou,
-            cfg.max_det,
-            cfg.max_candidates,
-            cfg.class_agnostic,
-            tuple(cfg.classes) if cfg.classes is not None else None,
-        )
         log.info(
             "%s: head decode and NMS on %s (settings of node '%s')",
             self.name,
             self.backend.device,  # type: ignore[union-attr]
             nms.name,
         )
-        return DeviceDecoder(self.family, width, height, self.names, selection)
+        return DeviceDecoder(self.family, width, height, self.names, Selection.of(nms.config))
 
     def _family(
         self, output_shape: list[Any], metadata: dict[str, str], width: int, height: int

@@ -63,6 +63,9 @@ class SourceConfig(StageConfig):
     """Which device for ``hwaccel``: a GPU index (``"1"``) or a render node
     (``/dev/dri/renderD128``); default: the first."""
 
+    options: dict[str, str] = Field(default_factory=dict)
+    """Extra FFmpeg demuxer options, passed to ``av.open``."""
+
     @field_validator("hwaccel")
     @classmethod
     def _known_device_type(cls, value: str | None) -> str | None:
@@ -77,5 +80,3 @@ class SourceConfig(StageConfig):
                 f"{', '.join(known) or 'none'}"
             )
         return value
-    options: dict[str, str] = Field(default_factory=dict)
-    """Extra FFmpeg demuxer options, passed to ``av.open``."""

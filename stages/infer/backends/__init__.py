@@ -38,6 +38,21 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+def concrete_shape(info: ModelInfo, batch: int | None = None) -> list[int]:
+    """The model's input shape with symbolic sizes as 1, and the batch size if given."""
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in info.input_shape]
+    if batch is not None:
+        shape[0] = batch
+    return shape
+
+
+def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """The largest difference relative to the largest expected value (inf: other shapes)."""
+    if got.shape != expected.shape:
+        return float("inf")
+    return float(np.abs(got - expected).max() / (np.abs(expected).max() or 1.0))
+
+
 def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
     """The smallest compiled batch size that holds ``count`` frames."""
     if not sizes:

@@ -13,7 +13,12 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.errors import PipelineError
-from vapipe.stages.infer.backends import ModelInfo, padded_size
+from vapipe.stages.infer.backends import (
+    ModelInfo,
+    concrete_shape,
+    padded_size,
+    relative_error,
+)
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic, outputs_agree
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
@@ -118,15 +123,13 @@ class OnnxBackend:
     def _verify(self, on_cpu: Any, tolerance: float) -> float:
         """The accelerator's output against the CPU's on the same input, once at load: a
         provider that computes something else must fail here, not draw wrong boxes."""
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in self.info.input_shape]
-        if self.batch_sizes is None or len(self.batch_sizes) > 1:
-            shape[0] = 2
-        sample = np.random.default_rng(0).random(shape, dtype=np.float32)
+        batch = 2 if self.batch_sizes is None or len(self.batch_sizes) > 1 else None
+        sample = np.random.default_rng(0).random(concrete_shape(self.info, batch), np.float32)
         sample = sample.astype(self.info.input_dtype)
         expected = on_cpu.run(None, {self.info.input_name: sample})[0].astype(np.float32)
         got = self.run(sample).astype(np.float32)
-        error = float(np.abs(got - expected).max() / (np.abs(expected).max() or 1.0))
-        if got.shape != expected.shape or not np.isfinite(error) or error > tolerance:
+        error = relative_error(got, expected)
+        if not np.isfinite(error) or error > tolerance:
             raise PipelineError(
                 f"{self.name}: {self.device} computes different outputs than the CPU "
                 f"(relative error {error:.3g}, tolerance {tolerance:g}); choose another "
@@ -140,9 +143,8 @@ class OnnxBackend:
         if not self.batch_sizes:
             return
         started = time.monotonic()
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in self.info.input_shape]
         for size in self.batch_sizes:
-            self._run(np.zeros((size, *shape[1:]), self.info.input_dtype))
+            self._run(np.zeros(concrete_shape(self.info, size), self.info.input_dtype))
         log.info(
             "%s: batch shapes %s ready on %s in %.1f s",
             self.name,
@@ -230,7 +232,7 @@ class OnnxBackend:
     def _placement(self, session: Any) -> dict[str, int]:
         """Kernels per provider, from one profiled warm-up run: ONNX Runtime may silently put
         nodes that the accelerator cannot take on the CPU."""
-        shape = [d if isinstance(d, int) else 1 for d in self.info.input_shape]
+        shape = concrete_shape(self.info)
         try:
             session.run(None, {self.info.input_name: np.zeros(shape, self.info.input_dtype)})
             profile = session.end_profiling()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.errors import MissingDependencyError, PipelineError
-from vapipe.stages.infer.backends import ModelInfo
+from vapipe.stages.infer.backends import ModelInfo, concrete_shape, relative_error
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
 from vapipe.stages.infer.backends.config import TorchConfig
 
@@ -84,16 +84,14 @@ class TorchBackend:
         the model's meaning must fail here, not produce wrong boxes."""
         import onnxruntime as ort
 
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in self.info.input_shape]
-        shape[0] = 2
-        sample = np.random.default_rng(0).random(shape, dtype=np.float32)
+        sample = np.random.default_rng(0).random(concrete_shape(self.info, 2), np.float32)
         reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         expected = np.concatenate(
             [reference.run(None, {self.info.input_name: sample[i : i + 1]})[0] for i in range(2)]
         )
         got = self.run(sample)
-        error = float(np.abs(got - expected).max() / (np.abs(expected).max() or 1.0))
-        if got.shape != expected.shape or error > tolerance:
+        error = relative_error(got, expected)
+        if error > tolerance:
             raise PipelineError(
                 f"the torch conversion of {path} differs from onnxruntime (relative error "
                 f"{error:.3g}, shapes {got.shape} vs {expected.shape}); use the onnxruntime backend"

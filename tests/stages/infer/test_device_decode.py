@@ -58,11 +58,7 @@ def clip_batch(size: int, color: str, scale: float) -> np.ndarray:
 
 def selection(**changes: object) -> tuple[Selection, NmsStage]:
     config = NmsConfig(**changes)  # type: ignore[arg-type]
-    chosen = Selection(
-        config.conf, config.iou, config.max_det, config.max_candidates, config.class_agnostic,
-        tuple(config.classes) if config.classes is not None else None,
-    )  # fmt: skip
-    return chosen, NmsStage("nms", config)
+    return Selection.of(config), NmsStage("nms", config)
 
 
 @pytest.mark.parametrize("model", list(MODELS))
