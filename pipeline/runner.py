@@ -49,6 +49,7 @@ class _Node:
     threads: list[threading.Thread] = field(default_factory=list)
     workers: int = 1
     live_workers: int = 0
+    open_s: float | None = None
     next_ticket: int = 0
     next_emit: int = 0
     pending: dict[int, list[Any]] = field(default_factory=dict)
@@ -66,9 +67,14 @@ class Runner:
         *,
         max_frames: int | None = None,
         make_stage: Callable[[str, NodeSpec], Stage] | None = None,
+        sources_in_run: int | None = None,
     ) -> None:
         self.graph = graph
         self.max_frames = max_frames
+        # A shard runs a subset of the sources; its decoders share the cores with the others'.
+        self.sources_in_run = sources_in_run or sum(
+            issubclass(node.stage_cls, SourceStage) for node in graph.nodes.values()
+        )
         # A shard swaps its event sinks for senders to the parent process (pipeline/shard.py).
         self._make_stage = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.stop_requested = threading.Event()
@@ -78,6 +84,8 @@ class Runner:
         self._nodes: dict[str, _Node] = {}
         self._started_at = 0.0
         self._wall_s = 0.0
+        self.ready_at: float | None = None
+        """time.time() when every stage had opened and the threads started."""
 
     # -- public -------------------------------------------------------------------------
 
@@ -103,6 +111,7 @@ class Runner:
             return self._result(self._exit_code())
         try:
             self._start_threads()
+            self.ready_at = time.time()
             if on_started:
                 on_started(self)
             self._wait()
@@ -124,6 +133,8 @@ class Runner:
         stages: dict[str, Any] = {}
         for name, node in self._nodes.items():
             entry = node.metrics.summary() if node.metrics else {}
+            if node.open_s is not None:
+                entry["open_s"] = round(node.open_s, 3)
             try:
                 entry.update(node.stage.stats())
             except Exception as exc:  # stats must never mask the run's real outcome
@@ -135,10 +146,12 @@ class Runner:
             for link in (node.inbox.links if node.inbox else ())
         }
         wall = self._wall_s or (time.monotonic() - self._started_at)
+        opening = [node.open_s for node in self._nodes.values() if node.open_s is not None]
         return {
             "pipeline": self.graph.spec.settings.name or os.path.basename(self.graph.spec.file),
             "config": self.graph.spec.file,
             "wall_s": round(wall, 3),
+            "open_s": round(sum(opening), 3),
             "stages": stages,
             "queues": queues,
         }
@@ -196,9 +209,12 @@ class Runner:
             context = StageContext(
                 name=name,
                 downstream=[self._nodes[n].stage for n in self.graph.downstream_of(name)],
+                sources_in_run=self.sources_in_run,
             )
             try:
+                opening = time.monotonic()
                 node.stage.open(context)
+                node.open_s = time.monotonic() - opening
                 opened.append(node)
             except Exception as exc:
                 for done in opened:

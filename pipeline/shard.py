@@ -37,6 +37,10 @@ class ShardJob:
     resume: dict[str, tuple[int, float | None]] = field(default_factory=dict)
     """Source node -> (next seq, last pts delivered), after a restart."""
     restart: int = 0
+    spawned_at: float | None = None
+    """time.time() when the parent started this shard's process: start-up is measured from it."""
+    sources_in_run: int | None = None
+    """Sources across all shards (decoder threads are shared out among them)."""
     log_level: str = "info"
     log_format: str = "text"
 
@@ -155,7 +159,12 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
             stage.resume_from(*job.resume[name])
         return stage
 
-    runner = Runner(graph, max_frames=job.max_frames, make_stage=make_stage)
+    runner = Runner(
+        graph,
+        max_frames=job.max_frames,
+        make_stage=make_stage,
+        sources_in_run=job.sources_in_run,
+    )
     install_stop_signals(runner.on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if EARLY_STOP.is_set():
@@ -163,6 +172,8 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
     result = runner.run(handle_signals=False)
     stats = result.stats
     stats["process"] = _process_stats()
+    if job.spawned_at is not None and runner.ready_at is not None:
+        stats["process"]["ready_s"] = round(runner.ready_at - job.spawned_at, 3)
     return result.exit_code, str(result.error) if result.error else None, stats
 
 

@@ -262,6 +262,8 @@ class ShardRunner:
             device=slot.device,
             resume=resume,
             restart=slot.restarts,
+            sources_in_run=len(source_nodes(self.graph)),
+            spawned_at=time.time(),
             log_level=self.log_level,
             log_format=self.log_format,
         )
@@ -423,6 +425,7 @@ def merge_stats(runner: ShardRunner, started: bool) -> dict[str, Any]:
         "pipeline": spec.settings.name or os.path.basename(spec.file),
         "config": spec.file,
         "wall_s": round(wall, 3),
+        "ready_s": max((s["process"].get("ready_s", 0.0) for s in shards), default=None),
         "stages": stages,
         "queues": queues,
         "shards": shards,
@@ -450,6 +453,9 @@ def _add_stage(total: dict[str, Any], entry: dict[str, Any]) -> None:
         total["mean_ms"] = total.get("mean_ms") or entry.get("mean_ms")
     p95 = [v for v in (total.get("p95_ms"), entry.get("p95_ms")) if v is not None]
     total["p95_ms"] = max(p95) if p95 else None
+    opening = [v for v in (total.get("open_s"), entry.get("open_s")) if v is not None]
+    if opening:  # shards open side by side: the slowest is what the run waited for
+        total["open_s"] = max(opening)
     if entry.get("latency"):
         total.setdefault("latency", {}).update(entry["latency"])
 

@@ -43,6 +43,8 @@ class StageContext:
     name: str
     downstream: Sequence[Stage] = field(default_factory=list)
     """Stages reachable downstream, nearest first (already open)."""
+    sources_in_run: int = 1
+    """Sources of the whole run, across every shard: they share this machine's cores."""
 
     def find_downstream(self, kind: type) -> Any:
         """The nearest downstream stage that is an instance of ``kind``, or None."""

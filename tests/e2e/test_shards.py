@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import cli, probe_video, read_events, wait_for
+from vapipe.stages.source.stage import decoder_share
 
 THREE_SOURCES = """\
 links = ["people ! pre", "traffic ! pre", "horses ! pre", "pre ! det ! nms ! track ! video",
@@ -102,8 +103,16 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
     pids = {s["process"]["pid"] for s in shards}
     assert len(pids) == 2 and os.getpid() not in pids
     assert all(s["process"]["peak_rss_mb"] > 50 for s in shards)
+    # Start-up: from the parent's spawn to the threads running, at least the stages' opening.
+    for shard in shards:
+        opening = sum(stage.get("open_s", 0) for stage in shard["stages"].values())
+        assert 0 < opening <= shard["process"]["ready_s"] <= stats["ready_s"]
     assert stats["stages"]["det"]["frames"] == 120  # summed over the shards
     assert stats["stages"]["events"]["lines"] == 120  # written once, by the parent
+    # The three decoders share the machine's cores, whichever shard each one runs in.
+    share = decoder_share(3) or "auto"
+    assert shards[1]["stages"]["traffic"]["decode_threads"] == share
+    assert shards[0]["stages"]["people"]["decode_threads"] == share
     for source in ("people", "traffic", "horses"):
         assert probe_video(folder / "out" / f"{source}.mp4")["frames"] == 40
 

@@ -54,6 +54,7 @@ class CollectConfig(ParallelConfig):
     fail_at: int | None = None
     fail_in: Literal["open", "flush", "close"] | None = None
     jitter: bool = False
+    open_delay_s: float = 0.0
 
 
 @register("test-collect")
@@ -73,6 +74,7 @@ class Collect(Stage):
     def open(self, context: Any) -> None:
         if self.config.fail_in == "open":
             raise RuntimeError("cannot open")
+        time.sleep(self.config.open_delay_s)
         self.opened = True
 
     def process(self, item: Item) -> tuple[Item]:

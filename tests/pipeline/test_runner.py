@@ -287,6 +287,23 @@ size = 3
     assert sink["p95_ms"] >= sink["mean_ms"] * 0.5
 
 
+def test_stats_say_how_long_each_stage_took_to_open() -> None:
+    result = run("""\
+links = ["src ! slow ! fast"]
+[nodes.src]
+type = "test-count"
+count = 3
+[nodes.slow]
+type = "test-collect"
+open_delay_s = 0.3
+[nodes.fast]
+type = "test-collect"
+""")
+    stages = result.stats["stages"]
+    assert stages["slow"]["open_s"] >= 0.3 > stages["fast"]["open_s"]
+    assert result.stats["open_s"] == pytest.approx(sum(s["open_s"] for s in stages.values()))
+
+
 @pytest.mark.parametrize("size", [1, 2])
 def test_leaky_link_from_live_source_drops_and_counts(size: int) -> None:
     result = run(f"""\
