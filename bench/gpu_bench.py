@@ -248,7 +248,24 @@ def main() -> None:
         "--extras", action="store_true", help="--streams: also 16 realtime streams and 4 with video"
     )
     parser.add_argument("--realtime-shards", default="8", help="--extras: shard counts, e.g. 2,8")
+    parser.add_argument(
+        "--runs",
+        help="named runs instead of --streams: 16x8 (16 streams, 8 shards), with suffixes "
+        "-eager, -hostdecode, -rt, -video (see bench/streams_bench.py runs_part)",
+    )
     args = parser.parse_args()
+    if args.runs:
+        from bench.streams_bench import runs_part
+
+        report = runs_part(
+            args.runs.split(","), Path(args.work), seconds=args.seconds,
+            queue_size=args.queue_size,
+        )  # fmt: skip
+        report["command"] = "python bench/gpu_bench.py " + " ".join(sys.argv[1:])
+        report["date"] = time.strftime("%Y-%m-%d %H:%M")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        return
     if args.streams:
         from bench.streams_bench import streams_part
 

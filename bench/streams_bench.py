@@ -58,6 +58,7 @@ decode_on_device = {device_decode}
 [nodes.det.backend]
 type = "torch"
 device = "cuda"
+{backend_extra}
 
 [nodes.nms]
 type = "nms"
@@ -103,6 +104,7 @@ def write_config(
     queue_size: int = 64,
     realtime: bool = False,
     video: bool = False,
+    backend_extra: str = "",
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else ""
@@ -118,6 +120,7 @@ def write_config(
         queue_size=queue_size,
         video_link=', "nms ! video"' if video else "",
         video=VIDEO if video else "",
+        backend_extra=backend_extra,
     )
     path = folder / "pipeline.toml"
     path.write_text(text)
@@ -222,10 +225,19 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
         **sampled,
     }
     if "shards" in stats:
-        result["shards"] = [
+        result["shard_processes"] = [
             {"sources": len(s["sources"]), **s.get("process", {})} for s in stats["shards"]
         ]
+        sources = [st for sh in stats["shards"] for st in sh["stages"].values() if "uri" in st]
+    else:
+        sources = [st for st in stages.values() if "uri" in st]
+    result["decode_threads"] = sorted({str(st.get("decode_threads")) for st in sources})
     result["decode_on_device"] = "head decode and NMS on" in stderr
+    det = stages["det"]
+    result["mean_batch"] = round(det["frames"] / det["calls"], 2) if det.get("calls") else None
+    result["cuda_graphs"] = det.get("cuda_graphs")
+    result["open_s"] = {name: s["open_s"] for name, s in stages.items() if s.get("open_s")}
+    result["ready_s"] = stats.get("ready_s") or stats.get("open_s")
     latency = stages["events"].get("latency", {})
     if latency:
         result["capture_to_event_p95_ms_worst_source"] = max(v["p95_ms"] for v in latency.values())
@@ -238,34 +250,60 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
     return result
 
 
-def standalone(clip: Path, batch: int = 32, repeats: int = 10) -> dict[str, Any]:
-    """The torch backend alone at the pipeline's batch, on the pipeline's letterboxed frames."""
-    import torch
+def standalone(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int = 10) -> Any:
+    """The torch backend alone, with and without CUDA graphs, on the pipeline's letterboxed
+    frames: host copies + model + numpy decode + NMS, host copy + model + device decode, and
+    the model alone with its input already on the GPU."""
+    import cv2
 
     from vapipe.pipeline.assets import resolve_model
     from vapipe.stages.infer.backends.config import TorchConfig
     from vapipe.stages.infer.backends.pytorch import TorchBackend
-    from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
-    from vapipe.stages.infer.heads import Family, decode
-    from vapipe.stages.nms import NmsConfig, NmsStage
 
     tensors = []
     with av.open(str(clip)) as container:
         for frame in container.decode(video=0):
-            import cv2
-
             image = cv2.resize(frame.to_ndarray(format="bgr24"), (416, 234))
             canvas = np.full((416, 416, 3), 114, np.uint8)
             canvas[:234] = image
             tensors.append(canvas.transpose(2, 0, 1).astype(np.float32))
-            if len(tensors) == batch:
+            if len(tensors) == max(batches):
                 break
-    data = np.stack(tensors)
-    backend = TorchBackend(str(resolve_model("yolox-nano")), name="det",
-                           config=TorchConfig(device="cuda"))  # fmt: skip
-    nms_cfg = NmsConfig()
-    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), Selection.of(nms_cfg))
-    nms = NmsStage("nms", nms_cfg)
+    frames = np.stack(tensors)
+    report: dict[str, Any] = {}
+    for graphs in (True, False):
+        started = time.perf_counter()
+        backend = TorchBackend(
+            str(resolve_model("yolox-nano")),
+            name="det",
+            config=TorchConfig(device="cuda", cuda_graphs=graphs),
+            max_batch=max(batches),
+        )
+        side: dict[str, Any] = {
+            "load_s": round(time.perf_counter() - started, 2),
+            "cuda_graphs": backend.stats()["cuda_graphs"],
+            "capture_s": backend.stats()["cuda_graph_capture_s"],
+        }
+        for batch in batches:
+            side[f"batch_{batch}"] = backend_rates(backend, frames[:batch], repeats)
+        report["cuda_graphs_on" if graphs else "cuda_graphs_off"] = side
+        backend.close()
+        print(json.dumps({f"standalone graphs={graphs}": side}), flush=True)
+    return report
+
+
+def backend_rates(backend: Any, data: np.ndarray, repeats: int) -> dict[str, float]:
+    """Frames per second of one backend at one batch, three ways (median of ``repeats``)."""
+    import torch
+
+    from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
+    from vapipe.stages.infer.heads import Family, decode
+    from vapipe.stages.nms import NmsConfig, NmsStage
+
+    batch = len(data)
+    nms = NmsStage("nms", NmsConfig())
+    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), Selection.of(nms.config))
+    on_gpu = torch.from_numpy(data).cuda()
 
     def host_path() -> None:
         for found in decode(Family.YOLOX, backend.run(data), 416, 416):
@@ -274,25 +312,27 @@ def standalone(clip: Path, batch: int = 32, repeats: int = 10) -> dict[str, Any]
     def device_path() -> None:
         decoder(backend.run_on_device(data))
 
-    on_gpu = torch.from_numpy(data).cuda()
-
     def model_only() -> None:
         with torch.inference_mode():
-            backend.module(on_gpu)
+            if backend.graphs is not None:
+                backend.graphs.run(on_gpu, batch)
+            else:
+                backend.module(on_gpu)
         torch.cuda.synchronize()
 
+    steps = {"host_copy_numpy_decode": host_path, "device_decode": device_path,
+             "model_only": model_only}  # fmt: skip
     result = {}
-    for name, step in (("host_copy_numpy_decode", host_path),
-                       ("device_decode", device_path), ("model_only", model_only)):  # fmt: skip
+    for name, step in steps.items():
         for _ in range(3):
             step()
         rates = []
         for _ in range(repeats):
-            started = time.perf_counter()
+            tick = time.perf_counter()
             step()
-            rates.append(batch / (time.perf_counter() - started))
+            rates.append(batch / (time.perf_counter() - tick))
         result[f"fps_{name}"] = round(statistics.median(rates), 1)
-    return {"batch": batch, **result}
+    return result
 
 
 def streams_part(
@@ -351,3 +391,37 @@ def extra_run(work: Path, clip: Path, name: str, streams: int, shards: str, **ki
         run["error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(run), flush=True)
     return run
+
+
+def runs_part(
+    specs: list[str], work: Path, *, seconds: float, queue_size: int = 8, realtime_s: float = 45
+) -> dict[str, Any]:
+    """Named runs: ``16x8`` is 16 streams in 8 shards; suffixes ``-eager`` (no CUDA graphs),
+    ``-hostdecode`` (no device decode), ``-rt`` (paced cameras, 45 s, then Ctrl-C),
+    ``-video`` (annotated video per source)."""
+    work.mkdir(parents=True, exist_ok=True)
+    clip = make_clip(work / "clip1080.mp4", seconds)
+    report: dict[str, Any] = {"clip": f"people.mp4 scaled to 1920x1080, {seconds:g} s", "runs": []}
+    try:
+        report["standalone_torch_yolox_nano"] = standalone(clip)
+    except Exception as exc:
+        report["standalone_torch_yolox_nano"] = {"error": f"{type(exc).__name__}: {exc}"}
+    for spec in specs:
+        head, *flags = spec.split("-")
+        streams, shards = (int(n) for n in head.split("x"))
+        folder = work / spec
+        folder.mkdir(parents=True, exist_ok=True)
+        realtime = "rt" in flags
+        config = write_config(
+            folder, clip, streams, str(shards), "hostdecode" not in flags,
+            queue_size=queue_size, realtime=realtime, video="video" in flags,
+            backend_extra="cuda_graphs = false" if "eager" in flags else "",
+        )  # fmt: skip
+        run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
+        try:
+            run.update(run_pipeline(folder, config, stop_after_s=realtime_s if realtime else None))
+        except Exception as exc:
+            run["error"] = f"{type(exc).__name__}: {exc}"
+        report["runs"].append(run)
+        print(json.dumps(run), flush=True)
+    return report

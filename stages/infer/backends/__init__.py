@@ -53,6 +53,12 @@ def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
     return float(np.abs(got - expected).max() / (np.abs(expected).max() or 1.0))
 
 
+def batch_ladder(max_batch: int) -> tuple[int, ...]:
+    """The batch shapes a fixed-shape backend prepares: powers of two below ``max_batch``,
+    and ``max_batch``. A batch is padded up to the next one."""
+    return tuple(sorted({*(2**i for i in range(8) if 2**i < max_batch), max_batch}))
+
+
 def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
     """The smallest compiled batch size that holds ``count`` frames."""
     if not sizes:
@@ -65,7 +71,7 @@ def load_backend(path: str, name: str, config: BackendConfig, max_batch: int) ->
     if config.type == "torch":
         from vapipe.stages.infer.backends.pytorch import TorchBackend
 
-        return TorchBackend(path, name=name, config=config)
+        return TorchBackend(path, name=name, config=config, max_batch=max_batch)
     from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
     return OnnxBackend(path, name=name, config=config, max_batch=max_batch)

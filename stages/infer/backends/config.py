@@ -47,6 +47,10 @@ class TorchConfig(StageConfig):
     (ROCm builds of PyTorch call it ``cuda`` too)."""
     fp16: bool = False
     """Half precision weights and inputs (checked against onnxruntime at load, looser)."""
+    cuda_graphs: bool | None = None
+    """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
+    (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
+    GPU devices. Where capture fails the model runs op by op, with a warning."""
 
 
 BACKEND_TYPES: dict[str, type[StageConfig]] = {

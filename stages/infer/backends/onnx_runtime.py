@@ -15,6 +15,7 @@ import numpy as np
 from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import (
     ModelInfo,
+    batch_ladder,
     concrete_shape,
     padded_size,
     relative_error,
@@ -117,7 +118,7 @@ class OnnxBackend:
             # Every accelerator gets a few fixed shapes, each warmed at load: MIGraphX and
             # TensorRT compile per shape, CUDA and ROCm search convolution kernels per shape.
             # Batches of any size would compile or search in the middle of a run.
-            return tuple(sorted({*(2**i for i in range(8) if 2**i < max_batch), max_batch}))
+            return batch_ladder(max_batch)
         return None
 
     def _verify(self, on_cpu: Any, tolerance: float) -> float:

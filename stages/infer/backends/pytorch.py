@@ -13,17 +13,25 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.errors import MissingDependencyError, PipelineError
-from vapipe.stages.infer.backends import ModelInfo, concrete_shape, relative_error
+from vapipe.stages.infer.backends import (
+    ModelInfo,
+    batch_ladder,
+    concrete_shape,
+    padded_size,
+    relative_error,
+)
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
 from vapipe.stages.infer.backends.config import TorchConfig
+from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches, first_output
 
 log = logging.getLogger(__name__)
 
 
 class TorchBackend:
     batch_sizes: tuple[int, ...] | None = None
+    graphs: GraphedBatches | None = None
 
-    def __init__(self, path: str, *, name: str, config: TorchConfig) -> None:
+    def __init__(self, path: str, *, name: str, config: TorchConfig, max_batch: int = 1) -> None:
         device, fp16 = config.device, config.fp16
         try:
             import onnx
@@ -78,6 +86,39 @@ class TorchBackend:
             "%s: PyTorch %s on %s%s", name, torch.__version__, self.device, " fp16" if fp16 else ""
         )
         self.max_error = self._verify(path, tolerance=5e-2 if fp16 else 1e-3)
+        self.graphs = self._capture(name, config, max_batch)
+        if self.graphs is not None:
+            self.batch_sizes = self.graphs.sizes
+
+    def _capture(self, name: str, config: TorchConfig, max_batch: int) -> GraphedBatches | None:
+        """CUDA graphs for every padded batch size, or None (CPU, turned off, or the capture
+        failed: then the model runs op by op, as it always can)."""
+        wanted = config.cuda_graphs
+        if wanted is False or self.torch_device.type != "cuda":
+            if wanted:
+                log.warning("%s: cuda_graphs needs a GPU device; running without", name)
+            return None
+        sample = self._torch.from_numpy(
+            np.random.default_rng(1).random(concrete_shape(self.info, 1), np.float32)
+        ).to(self.torch_device, dtype=self.dtype)
+        try:
+            with self._torch.inference_mode():
+                graphs = GraphedBatches(self._torch, self.module, batch_ladder(max_batch), sample)
+        except Exception as exc:
+            log.warning(
+                "%s: CUDA graphs cannot be captured for this model (%s); running op by op",
+                name,
+                str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+            )
+            self._torch.cuda.synchronize(self.torch_device)
+            return None
+        log.info(
+            "%s: CUDA graphs captured for batch sizes %s in %.1f s",
+            name,
+            ", ".join(map(str, graphs.sizes)),
+            graphs.capture_s,
+        )
+        return graphs
 
     def _verify(self, path: str, tolerance: float) -> float:
         """Compare with onnxruntime on the CPU once, on random input: a converter that changes
@@ -104,34 +145,46 @@ class TorchBackend:
     def run_on_device(self, batch: np.ndarray) -> Any:
         """The model's first output for a batch, left on the device (a torch tensor)."""
         torch = self._torch
+        count = batch.shape[0]
         with torch.inference_mode():
-            tensor = torch.from_numpy(np.ascontiguousarray(batch))
-            if self.pinned:
-                # Page-locked staging, allocated once per batch shape and per thread: pinning
-                # per call costs more than the copy it speeds up, and two inference workers
-                # sharing one buffer overwrite each other's batch before it reaches the GPU.
-                buffers = self._staging.__dict__.setdefault("by_shape", {})
-                staging = buffers.get(tensor.shape)
-                if staging is None:
-                    staging = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-                    buffers[tensor.shape] = staging
-                staging.copy_(tensor)
-                tensor = staging
+            if self.graphs is not None and count <= self.graphs.sizes[-1]:
+                rows = padded_size(count, self.graphs.sizes)
+                return self.graphs.run(self._staged(batch, rows), count)
+            tensor = self._staged(batch, count)
             tensor = tensor.to(self.torch_device, dtype=self.dtype, non_blocking=True)
-            output = self.module(tensor)
-            if isinstance(output, list | tuple):
-                output = output[0]
-            return output
+            return first_output(self.module(tensor))
+
+    def _staged(self, batch: np.ndarray, rows: int) -> Any:
+        """The batch in a host tensor of ``rows`` rows (rows past the batch: zeros or an
+        earlier batch's, whose outputs nobody reads)."""
+        torch = self._torch
+        tensor = torch.from_numpy(np.ascontiguousarray(batch))
+        if not self.pinned and rows == len(batch):
+            return tensor
+        # Page-locked staging, allocated once per batch shape and per thread: pinning per
+        # call costs more than the copy it speeds up, and two inference workers sharing one
+        # buffer overwrite each other's batch before it reaches the GPU.
+        shape = (rows, *tensor.shape[1:])
+        buffers = self._staging.__dict__.setdefault("by_shape", {})
+        staging = buffers.get(shape)
+        if staging is None:
+            staging = torch.zeros(shape, dtype=tensor.dtype, pin_memory=self.pinned)
+            buffers[shape] = staging
+        staging[: len(batch)].copy_(tensor)
+        return staging
 
     def stats(self) -> dict[str, Any]:
         return {
             "provider": self.device,
-            "batch_mode": "dynamic",
+            "batch_mode": "dynamic" if self.graphs is None else "padded",
             "max_rel_error_vs_onnxruntime": self.max_error,
+            "cuda_graphs": self.graphs.sizes if self.graphs else None,
+            "cuda_graph_capture_s": round(self.graphs.capture_s, 2) if self.graphs else None,
         }
 
     def close(self) -> None:
         self.module = None
+        self.graphs = None
 
 
 def _bridge_newer_opsets(model: Any) -> list[str]:

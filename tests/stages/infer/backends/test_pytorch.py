@@ -59,3 +59,65 @@ def test_workers_calling_at_once_get_their_own_results() -> None:
         thread.join(120)
     for index, expected in enumerate(serial):
         np.testing.assert_allclose(results[index], expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("model", ["yolox_nano.onnx", "yolov8n.onnx"])
+def test_specialised_module_reads_no_shapes_back_and_computes_the_same(model: str) -> None:
+    """What CUDA graph capture needs: onnx2torch's Shape/Reshape/Slice/Resize read shapes
+    back to the host; traced at a fixed batch size, that arithmetic is constants."""
+    from vapipe.stages.infer.backends.cuda_graphs import first_output, specialise
+
+    backend = TorchBackend(
+        str(asset("models", model)), name="det", config=TorchConfig(device="cpu")
+    )
+    size = backend.info.input_shape[2]
+    batch = torch.rand((2, 3, size, size)) * 255
+    with torch.inference_mode():
+        traced = specialise(torch, backend.module, batch)
+        expected = first_output(backend.module(batch))
+        got = first_output(traced(batch))
+    assert torch.equal(got, expected)
+    graph = str(traced.graph)
+    for host_read in ("aten::size", "prim::tolist", "aten::item", "aten::_local_scalar_dense"):
+        assert host_read not in graph
+
+
+def test_cuda_graphs_asked_for_on_a_cpu_device_run_without(caplog) -> None:
+    path = str(asset("models", "yolox_nano.onnx"))
+    backend = TorchBackend(
+        path, name="det", config=TorchConfig(device="cpu", cuda_graphs=True), max_batch=8
+    )
+    assert backend.graphs is None and backend.batch_sizes is None
+    assert "cuda_graphs needs a GPU device" in caplog.text
+    assert backend.stats()["cuda_graphs"] is None
+
+
+class RecordingGraphs:
+    """Stands in for captured graphs: what a replay would be handed."""
+
+    sizes = (1, 2, 4, 8)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[np.ndarray, int]] = []
+
+    def run(self, staged, count):  # type: ignore[no-untyped-def]
+        self.calls.append((staged.numpy().copy(), count))
+        return staged[:count] * 2
+
+
+def test_batches_are_padded_to_a_captured_size() -> None:
+    path = str(asset("models", "yolox_nano.onnx"))
+    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu"))
+    backend.graphs = RecordingGraphs()  # type: ignore[assignment]
+    rng = np.random.default_rng(7)
+    for count, rows in ((1, 1), (3, 4), (5, 8), (8, 8)):
+        batch = rng.random((count, 3, 4, 4), dtype=np.float32)
+        out = backend.run_on_device(batch)
+        staged, passed = backend.graphs.calls[-1]  # type: ignore[attr-defined]
+        assert staged.shape == (rows, 3, 4, 4) and passed == count
+        assert np.array_equal(staged[:count], batch)
+        assert np.array_equal(out.numpy(), batch * 2)
+    # Larger than the largest captured size: op by op, as without graphs.
+    big = rng.random((9, 3, 416, 416), dtype=np.float32)
+    assert backend.run_on_device(big).shape[0] == 9
+    assert len(backend.graphs.calls) == 4  # type: ignore[attr-defined]
