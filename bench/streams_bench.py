@@ -105,9 +105,12 @@ def write_config(
     realtime: bool = False,
     video: bool = False,
     backend_extra: str = "",
+    decode_threads: int | None = None,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else ""
+    if decode_threads is not None:
+        pacing += f"decode_threads = {decode_threads}\n"
     sources = "".join(
         f'[nodes.{name}]\ntype = "source"\nuri = "{clip}"\n{pacing}\n' for name in names
     )
@@ -398,7 +401,7 @@ def runs_part(
 ) -> dict[str, Any]:
     """Named runs: ``16x8`` is 16 streams in 8 shards; suffixes ``-eager`` (no CUDA graphs),
     ``-hostdecode`` (no device decode), ``-rt`` (paced cameras, 45 s, then Ctrl-C),
-    ``-video`` (annotated video per source)."""
+    ``-video`` (annotated video per source), ``-dtN`` (``decode_threads = N`` per source)."""
     work.mkdir(parents=True, exist_ok=True)
     clip = make_clip(work / "clip1080.mp4", seconds)
     report: dict[str, Any] = {"clip": f"people.mp4 scaled to 1920x1080, {seconds:g} s", "runs": []}
@@ -412,10 +415,12 @@ def runs_part(
         folder = work / spec
         folder.mkdir(parents=True, exist_ok=True)
         realtime = "rt" in flags
+        threads = next((int(f[2:]) for f in flags if f.startswith("dt")), None)
         config = write_config(
             folder, clip, streams, str(shards), "hostdecode" not in flags,
             queue_size=queue_size, realtime=realtime, video="video" in flags,
             backend_extra="cuda_graphs = false" if "eager" in flags else "",
+            decode_threads=threads,
         )  # fmt: skip
         run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
         try:

@@ -53,7 +53,7 @@ class SourceConfig(StageConfig):
     annotated video are then in the upright picture's pixels."""
     decode_threads: int = Field(0, ge=0)
     """FFmpeg decoder threads; 0 = automatic: FFmpeg's choice (one per core) for a single
-    source, the cores shared out among the sources when there are several."""
+    source; with several, cores / sources but at least 4 (each thread holds a frame)."""
     hwaccel: str | None = None
     """Decode on a GPU: an FFmpeg device type (``cuda``, ``vaapi``, ``qsv``, ``amf``,
     ``d3d11va``, ``videotoolbox``; ``run-pipeline doctor`` lists this build's). Frames still

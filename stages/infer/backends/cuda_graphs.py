@@ -3,10 +3,11 @@
 A small detector is launch-bound: onnx2torch runs each of its ~400 ops from Python, and the
 GPU waits for the host to issue them. A graph replays the whole forward pass in one launch.
 
-Capture needs a forward pass that never talks to the host. onnx2torch's Shape, Reshape, Slice
-and Resize modules read shapes back from tensors (``.tolist()``, ``.cpu()``), which a capture
-forbids. Tracing the module at a fixed batch size first turns all of that shape arithmetic
-into constants (the model is then specialised to that size, which is what a graph is anyway).
+Capture needs a forward pass that never reads device memory back to the host. onnx2torch's
+Shape, Reshape, Slice and Resize modules do (``.tolist()``, ``.cpu()`` on their shape inputs),
+which a capture forbids. Specialising the model to one batch size first (what a graph is
+anyway) folds all of that shape arithmetic into host constants. Tracing (torch.jit.trace) was
+tried first: its graph still copied a constant between host and device inside the capture.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
+from collections.abc import Callable
 from typing import Any
 
 from vapipe.stages.infer.backends import relative_error
@@ -30,11 +31,83 @@ def first_output(output: Any) -> Any:
 
 
 def specialise(torch: Any, module: Any, example: Any) -> Any:
-    """The module traced on ``example``: its shape arithmetic becomes constants."""
-    with warnings.catch_warnings():
-        # The tracer warns for every shape it freezes: exactly what is wanted here.
-        warnings.simplefilter("ignore")
-        return torch.jit.trace(module, example, check_trace=False)
+    """The module with everything that does not depend on the input's values folded into
+    constants, at ``example``'s shape (batch size included).
+
+    A node depends on the input's values if one of its inputs does, except a Shape node,
+    whose output is known at a fixed shape. Each folded value that feeds a dependent node
+    becomes a constant: integer ones (shapes, slice bounds, axes) and Resize's scales stay in
+    host memory, where onnx2torch reads them without a device-to-host copy; the rest (grids,
+    strides) live on the device.
+    """
+    import torch.fx as fx
+
+    graph: fx.Graph = module.graph
+    dependent: set[fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" or (
+            node.op != "output"
+            and any(i in dependent for i in node.all_input_nodes)
+            and type(_target(module, node)).__name__ != "OnnxShape"
+        ):
+            dependent.add(node)
+    values = _node_values(torch, module, example, keep=lambda n: n not in dependent)
+    folded = fx.Graph()
+    mapping: dict[fx.Node, fx.Node] = {}
+    constants: dict[str, tuple[Any, bool]] = {}
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output") or node in dependent:
+            mapping[node] = folded.node_copy(node, lambda n: mapping[n])
+            continue
+        consumers = [user for user in node.users if user in dependent or user.op == "output"]
+        if not consumers:
+            continue  # only feeds other folded nodes
+        value = values[node]
+        if not isinstance(value, torch.Tensor):
+            raise RuntimeError(f"node {node.name} folds to a {type(value).__name__}")
+        on_host = not value.is_floating_point() or all(
+            type(_target(module, user)).__name__ == "OnnxResize" for user in consumers
+        )
+        name = f"_folded_{len(constants)}"
+        constants[name] = (value.detach().cpu() if on_host else value.detach(), on_host)
+        mapping[node] = folded.get_attr(name)
+    used = {n.target for n in folded.nodes if n.op in ("call_module", "get_attr")}
+    root = {
+        name: constants[name][0] if name in constants else module.get_submodule(name)
+        for name in used
+    }
+    result = fx.GraphModule(root, folded)
+    for name in used & constants.keys():
+        value, on_host = constants[name]
+        if on_host:  # a plain attribute, not a buffer: .to(device) leaves it on the host
+            result._buffers.pop(name, None)
+            setattr(result, name, value)
+    return result
+
+
+def _target(module: Any, node: Any) -> Any:
+    return module.get_submodule(node.target) if node.op == "call_module" else None
+
+
+def _node_values(
+    torch: Any, module: Any, example: Any, keep: Callable[[Any], bool]
+) -> dict[Any, Any]:
+    """The outputs, for ``example``, of the nodes ``keep`` names (one forward pass, op by op;
+    activations are not kept: at batch 32 they would take gigabytes)."""
+    import torch.fx as fx
+
+    values: dict[fx.Node, Any] = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, n: fx.Node) -> Any:
+            result = super().run_node(n)
+            if keep(n):
+                values[n] = result
+            return result
+
+    with torch.inference_mode():
+        Recorder(module).run(example)
+    return values
 
 
 class GraphedBatches:
@@ -54,6 +127,9 @@ class GraphedBatches:
         self.max_error = 0.0
         started = time.monotonic()
         pool = None
+        # One side stream for every warm-up: the allocator caches blocks per stream, and a
+        # stream per size kept each size's warm-up memory reserved for good.
+        self._side = torch.cuda.Stream(device=sample.device)
         for size in sizes:
             static_in = sample.repeat(size, *([1] * (sample.dim() - 1))).contiguous()
             graph, static_out, expected = self._capture(module, static_in, pool)
@@ -64,22 +140,24 @@ class GraphedBatches:
                 raise RuntimeError(f"replay at batch {size} differs (relative error {error:.3g})")
             self.max_error = max(self.max_error, error)
             self._graphs[size] = (graph, static_in, static_out)
+        del expected
+        torch.cuda.empty_cache()  # the warm-ups' blocks: replays use the graphs' own pool
         self.capture_s = time.monotonic() - started
 
     def _capture(self, module: Any, static_in: Any, pool: Any) -> tuple[Any, Any, Any]:
         torch = self._torch
-        traced = specialise(torch, module, static_in)
+        fixed = specialise(torch, module, static_in)
         # Warm-up on a side stream, as capture requires: lazy initialisation (cuDNN handles,
-        # kernel selection) must not happen inside the graph.
-        side = torch.cuda.Stream(device=static_in.device)
+        # kernel choice) must not happen inside the graph.
+        side = self._side
         side.wait_stream(torch.cuda.current_stream(static_in.device))
         with torch.cuda.stream(side):
-            for _ in range(2):
-                expected = first_output(traced(static_in))
+            for _ in range(3):
+                expected = first_output(fixed(static_in))
         torch.cuda.current_stream(static_in.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
-            static_out = first_output(traced(static_in))
+            static_out = first_output(fixed(static_in))
         return graph, static_out, expected
 
     @property

@@ -106,10 +106,12 @@ class TorchBackend:
                 graphs = GraphedBatches(self._torch, self.module, batch_ladder(max_batch), sample)
         except Exception as exc:
             log.warning(
-                "%s: CUDA graphs cannot be captured for this model (%s); running op by op",
+                "%s: CUDA graphs cannot be captured for this model (%s: %s); running op by op",
                 name,
-                str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+                type(exc).__name__,
+                str(exc).splitlines()[0][:200] if str(exc) else "",
             )
+            log.debug("capture failed", exc_info=True)
             self._torch.cuda.synchronize(self.torch_device)
             return None
         log.info(

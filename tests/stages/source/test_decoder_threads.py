@@ -14,7 +14,7 @@ from vapipe.stages.source.stage import SourceConfig, VideoSource, decoder_share
 
 @pytest.mark.parametrize(
     ("cores", "sources", "threads"),
-    [(16, 1, 0), (16, 2, 8), (16, 16, 1), (16, 40, 1), (2, 3, 1), (64, 4, 16)],
+    [(16, 1, 0), (16, 2, 8), (16, 16, 4), (16, 40, 4), (2, 3, 2), (64, 4, 16), (1, 2, 1)],
 )
 def test_decoder_share(monkeypatch, cores: int, sources: int, threads: int) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
