@@ -53,11 +53,9 @@ model = "yolox-nano"
 max_batch = 32
 batch_timeout_ms = 10
 workers = 2
-decode_on_device = {device_decode}
+{decode_line}
 
 [nodes.det.backend]
-type = "torch"
-device = "cuda"
 {backend_extra}
 
 [nodes.nms]
@@ -99,7 +97,7 @@ def write_config(
     clip: Path,
     streams: int,
     shards: str,
-    device_decode: bool,
+    device_decode: bool | None,
     *,
     queue_size: int = 64,
     realtime: bool = False,
@@ -119,11 +117,13 @@ def write_config(
         links=links,
         shards=shards,
         sources=sources,
-        device_decode=str(device_decode).lower(),
+        decode_line=""
+        if device_decode is None
+        else f"decode_on_device = {str(device_decode).lower()}",
         queue_size=queue_size,
         video_link=', "nms ! video"' if video else "",
         video=VIDEO if video else "",
-        backend_extra=backend_extra,
+        backend_extra=backend_extra or 'type = "torch"\ndevice = "cuda"',
     )
     path = folder / "pipeline.toml"
     path.write_text(text)
@@ -253,15 +253,9 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
     return result
 
 
-def standalone(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int = 10) -> Any:
-    """The torch backend alone, with and without CUDA graphs, on the pipeline's letterboxed
-    frames: host copies + model + numpy decode + NMS, host copy + model + device decode, and
-    the model alone with its input already on the GPU."""
+def letterboxed_frames(clip: Path, count: int) -> np.ndarray:
+    """The clip's first frames as YOLOX-Nano inputs (416x416, top-left, BGR, 0-255)."""
     import cv2
-
-    from vapipe.pipeline.assets import resolve_model
-    from vapipe.stages.infer.backends.config import TorchConfig
-    from vapipe.stages.infer.backends.pytorch import TorchBackend
 
     tensors = []
     with av.open(str(clip)) as container:
@@ -270,9 +264,55 @@ def standalone(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int =
             canvas = np.full((416, 416, 3), 114, np.uint8)
             canvas[:234] = image
             tensors.append(canvas.transpose(2, 0, 1).astype(np.float32))
-            if len(tensors) == max(batches):
+            if len(tensors) == count:
                 break
-    frames = np.stack(tensors)
+    return np.stack(tensors)
+
+
+def onnxruntime_cuda(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int = 10) -> Any:
+    """onnxruntime's CUDA provider alone, host copies + numpy decode + NMS, same frames."""
+    from vapipe.pipeline.assets import resolve_model
+    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+    from vapipe.stages.infer.heads import Family, decode
+    from vapipe.stages.nms import NmsConfig, NmsStage
+
+    frames = letterboxed_frames(clip, max(batches))
+    started = time.perf_counter()
+    backend = OnnxBackend(
+        str(resolve_model("yolox-nano")),
+        name="det",
+        config=OnnxRuntimeConfig(providers=["cuda"]),
+        max_batch=max(batches),
+    )
+    report: dict[str, Any] = {
+        "device": backend.device,
+        "load_s": round(time.perf_counter() - started, 2),
+    }
+    nms = NmsStage("nms", NmsConfig())
+    for batch in batches:
+        data = frames[:batch]
+        rates = []
+        for attempt in range(repeats + 3):
+            tick = time.perf_counter()
+            for found in decode(Family.YOLOX, backend.run(data), 416, 416):
+                nms.select(found, None)
+            if attempt >= 3:
+                rates.append(batch / (time.perf_counter() - tick))
+        report[f"batch_{batch}_fps_host_copy_numpy_decode"] = round(statistics.median(rates), 1)
+    return report
+
+
+def standalone(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int = 10) -> Any:
+    """The torch backend alone, with and without CUDA graphs, on the pipeline's letterboxed
+    frames: host copies + model + numpy decode + NMS, host copy + model + device decode, and
+    the model alone with its input already on the GPU."""
+
+    from vapipe.pipeline.assets import resolve_model
+    from vapipe.stages.infer.backends.config import TorchConfig
+    from vapipe.stages.infer.backends.pytorch import TorchBackend
+
+    frames = letterboxed_frames(clip, max(batches))
     report: dict[str, Any] = {}
     for graphs in (True, False):
         started = time.perf_counter()
@@ -401,7 +441,9 @@ def runs_part(
 ) -> dict[str, Any]:
     """Named runs: ``16x8`` is 16 streams in 8 shards; suffixes ``-eager`` (no CUDA graphs),
     ``-hostdecode`` (no device decode), ``-rt`` (paced cameras, 45 s, then Ctrl-C),
-    ``-video`` (annotated video per source), ``-dtN`` (``decode_threads = N`` per source)."""
+    ``-video`` (annotated video per source), ``-dtN`` (``decode_threads = N`` per source),
+    ``-ort`` (onnxruntime's CUDA provider instead of torch, head decoded on the host),
+    ``-auto`` (``backend = "auto"``: what the pipeline picks by itself)."""
     work.mkdir(parents=True, exist_ok=True)
     clip = make_clip(work / "clip1080.mp4", seconds)
     report: dict[str, Any] = {"clip": f"people.mp4 scaled to 1920x1080, {seconds:g} s", "runs": []}
@@ -409,6 +451,12 @@ def runs_part(
         report["standalone_torch_yolox_nano"] = standalone(clip)
     except Exception as exc:
         report["standalone_torch_yolox_nano"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if any("-ort" in spec for spec in specs):
+        try:
+            report["standalone_onnxruntime_cuda"] = onnxruntime_cuda(clip)
+        except Exception as exc:
+            report["standalone_onnxruntime_cuda"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(report["standalone_onnxruntime_cuda"]), flush=True)
     for spec in specs:
         head, *flags = spec.split("-")
         streams, shards = (int(n) for n in head.split("x"))
@@ -416,11 +464,18 @@ def runs_part(
         folder.mkdir(parents=True, exist_ok=True)
         realtime = "rt" in flags
         threads = next((int(f[2:]) for f in flags if f.startswith("dt")), None)
+        backend = 'type = "torch"\ndevice = "cuda"'
+        if "eager" in flags:
+            backend += "\ncuda_graphs = false"
+        if "ort" in flags:
+            backend = 'type = "onnxruntime"\nproviders = ["cuda"]'
+        if "auto" in flags:
+            backend = 'type = "auto"'
+        decode = None if "auto" in flags else not {"hostdecode", "ort"} & set(flags)
         config = write_config(
-            folder, clip, streams, str(shards), "hostdecode" not in flags,
+            folder, clip, streams, str(shards), decode,
             queue_size=queue_size, realtime=realtime, video="video" in flags,
-            backend_extra="cuda_graphs = false" if "eager" in flags else "",
-            decode_threads=threads,
+            backend_extra=backend, decode_threads=threads,
         )  # fmt: skip
         run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
         try:

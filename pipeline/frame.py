@@ -34,7 +34,9 @@ class Frame:
     """One decoded picture and the metadata stages add to it on its way.
 
     ``image`` is HWC uint8 BGR. Stages add their results as attributes declared here
-    (``tensor``, ``letterbox``, ``detections``) or, for anything else, in ``meta``.
+    (``tensor``, ``letterbox``, ``detections``) or, for anything else, in ``meta``. When no
+    stage after preprocessing reads pixels (``Stage.reads_pixels``), ``image`` keeps its
+    shape but its pixels are gone (read-only zeros) once the model input is made.
     """
 
     source_id: str

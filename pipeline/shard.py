@@ -94,6 +94,8 @@ class RecordSender(Stage):
     """Stands in for an event sink inside a shard: the records go to the parent, whose sink
     filters and writes them exactly as it would have."""
 
+    reads_pixels = False
+
     def __init__(self, name: str, config: StageConfig, send: Send) -> None:
         # Here, not at the top: the framework does not import stages until a run needs them.
         from vapipe.stages.sinks.records import frame_records, message_record

@@ -59,6 +59,10 @@ class Stage:
     writes_records: ClassVar[bool] = False
     """An event sink: it turns frames into records and ``accept``s them. With shards, the
     shards send records and the parent process holds the one real sink."""
+    reads_pixels: ClassVar[bool] = True
+    """Whether ``process`` looks at ``frame.image``'s pixels, not only its shape. When no
+    stage after preprocessing does, the preprocess node lets the pixels go once the model
+    input is made (a 1080p frame is 6 MB, otherwise held until the last sink)."""
 
     def __init__(self, name: str, config: StageConfig) -> None:
         self.name = name

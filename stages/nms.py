@@ -82,6 +82,8 @@ class NmsStage(Stage):
     """Keeps the confident boxes, suppresses overlaps (per class) and maps boxes to frame
     pixels."""
 
+    reads_pixels = False
+
     Config = NmsConfig
     config: NmsConfig
 

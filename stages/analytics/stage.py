@@ -29,6 +29,8 @@ class FrameAnalytics:
 class AnalyticsStage(Stage):
     """Counts tracked objects across lines and follows them through zones (shapely)."""
 
+    reads_pixels = False
+
     Config = AnalyticsConfig
     config: AnalyticsConfig
 

@@ -15,7 +15,7 @@ from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
 from vapipe.stages.infer.backends import Backend, load_backend
-from vapipe.stages.infer.backends.config import BackendConfig, OnnxRuntimeConfig
+from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig
 from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
 from vapipe.stages.infer.heads import (
     Family,
@@ -46,10 +46,12 @@ class InferConfig(StageConfig):
     """The output layout; ``auto`` reads the output shape and ONNX metadata."""
     names_file: str | None = None
     """Class names, one per line; default: the model's ``names`` metadata, else COCO."""
-    backend: BackendConfig = Field(default_factory=OnnxRuntimeConfig)
-    """The ``[nodes.NAME.backend]`` table: ``type = "onnxruntime"`` (default; ``providers``,
-    ``provider_options``, ``fp16``, ``cache_dir``, ``io_binding``, ``threads``) or
-    ``type = "torch"`` (``device``, ``fp16``). ``backend = "torch"`` is short for the table."""
+    backend: BackendConfig = Field(default_factory=AutoConfig)
+    """The ``[nodes.NAME.backend]`` table: ``type = "onnxruntime"`` (``providers``,
+    ``provider_options``, ``fp16``, ``cache_dir``, ``io_binding``, ``threads``),
+    ``type = "torch"`` (``device``, ``fp16``, ``cuda_graphs``) or ``type = "auto"``, the default
+    without a table: the best this machine has (the log says which and why).
+    ``backend = "torch"`` is short for the table."""
     max_batch: int = Field(1, ge=1, le=256)
     """Frames per inference call, from any sources. A model exported with a fixed batch of 1
     is made batch-dynamic when that provably keeps its outputs, else run frame by frame."""
@@ -82,6 +84,8 @@ class ModelInput:
 @register("infer")
 class InferStage(BatchStage):
     """Runs a YOLO ONNX model on batches of preprocessed frames and decodes its head."""
+
+    reads_pixels = False
 
     Config = InferConfig
     config: InferConfig

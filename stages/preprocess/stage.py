@@ -84,6 +84,7 @@ class PreprocessStage(BatchStage):
         self.pad_value = cfg.pad_value
         self.mean = np.asarray(cfg.mean, np.float32).reshape(3, 1, 1) if cfg.mean else None
         self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
+        self.release_pixels = not any(stage.reads_pixels for stage in context.downstream)
         self.opencl: Any = None
         self.device_name = "numpy"
         if cfg.backend == "opencl":
@@ -139,6 +140,8 @@ class PreprocessStage(BatchStage):
         if self.opencl is None:
             for frame in frames:
                 frame.tensor, frame.letterbox = self.tensor(frame.image)
+                if self.release_pixels:
+                    frame.image = shape_only(frame.image)
             return frames
         pending = self.opencl.submit([frame.image for frame in frames])
         self._in_flight.append((frames, pending))
@@ -162,6 +165,8 @@ class PreprocessStage(BatchStage):
         for index, frame in enumerate(frames):
             frame.tensor = batch[index]
             frame.letterbox = pending.letterboxes[index]
+            if self.release_pixels:
+                frame.image = shape_only(frame.image)
         return frames
 
     def stats(self) -> dict[str, Any]:
@@ -190,3 +195,9 @@ class PreprocessStage(BatchStage):
         if self.std is not None:
             chw /= self.std
         return np.ascontiguousarray(chw, dtype=self.dtype), box
+
+
+def shape_only(image: np.ndarray) -> np.ndarray:
+    """An array of ``image``'s shape and type that holds no pixels (read-only zeros): for
+    stages that only ask a frame its size."""
+    return np.broadcast_to(np.zeros((), image.dtype), image.shape)

@@ -34,6 +34,8 @@ class EventsConfig(StageConfig):
 class EventsSink(PathSink):
     """Writes events as JSON lines; a killed run leaves only whole lines."""
 
+    reads_pixels = False
+
     Config = EventsConfig
     config: EventsConfig
     writes_records = True

@@ -85,6 +85,8 @@ class OutboxConfig(StageConfig):
 class OutboxSink(Stage):
     """Base of the network event sinks: filters records and queues them; subclasses send."""
 
+    reads_pixels = False
+
     config: OutboxConfig
     outbox: Outbox
     writes_records = True

@@ -16,6 +16,8 @@ from vapipe.stages.track.config import TrackConfig
 class TrackStage(Stage):
     """Tracks objects across frames (ByteTrack, Kalman motion), one tracker per source."""
 
+    reads_pixels = False
+
     Config = TrackConfig
     config: TrackConfig
 

@@ -68,6 +68,13 @@ def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
 
 def load_backend(path: str, name: str, config: BackendConfig, max_batch: int) -> Backend:
     """The backend that ``config.type`` names, with ``path`` loaded and verified."""
+    if config.type == "auto":
+        import logging
+
+        from vapipe.stages.infer.backends.choice import resolve
+
+        config, why = resolve()
+        logging.getLogger(__name__).info("%s: backend %s (auto: %s)", name, config.type, why)
     if config.type == "torch":
         from vapipe.stages.infer.backends.pytorch import TorchBackend
 

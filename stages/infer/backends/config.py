@@ -17,7 +17,8 @@ class OnnxRuntimeConfig(StageConfig):
     """ONNX Runtime, on the first execution provider available in ``providers``."""
 
     type: Literal["onnxruntime"] = "onnxruntime"
-    """The backend: ``onnxruntime`` (default) or ``torch``."""
+    """The backend: ``onnxruntime``, ``torch``, or ``auto`` (the default when the node has no
+    backend table; a table without ``type`` is ``onnxruntime``)."""
     providers: str | list[str] = "auto"
     """Execution providers in order of preference (``migraphx``, ``rocm``, ``tensorrt``,
     ``cuda``, ``openvino``, ``cpu`` or full names), or ``auto`` for that order. Unavailable
@@ -53,7 +54,17 @@ class TorchConfig(StageConfig):
     GPU devices. Where capture fails the model runs op by op, with a warning."""
 
 
+class AutoConfig(StageConfig):
+    """The backend chosen at load from what this machine has: onnxruntime with MIGraphX or
+    TensorRT, else PyTorch on a GPU, else onnxruntime with CUDA, ROCm or OpenVINO, else
+    onnxruntime on the CPU. The log says which and why; for any setting, name the type."""
+
+    type: Literal["auto"] = "auto"
+    """The backend: ``auto``."""
+
+
 BACKEND_TYPES: dict[str, type[StageConfig]] = {
+    "auto": AutoConfig,
     "onnxruntime": OnnxRuntimeConfig,
     "torch": TorchConfig,
 }
@@ -67,7 +78,9 @@ def _backend_type(value: Any) -> str | None:
 
 
 BackendConfig = Annotated[
-    Annotated[OnnxRuntimeConfig, Tag("onnxruntime")] | Annotated[TorchConfig, Tag("torch")],
+    Annotated[OnnxRuntimeConfig, Tag("onnxruntime")]
+    | Annotated[TorchConfig, Tag("torch")]
+    | Annotated[AutoConfig, Tag("auto")],
     Discriminator(
         _backend_type,
         custom_error_type="unknown_type",

@@ -8,7 +8,7 @@ import pytest
 
 from vapipe.pipeline import config
 from vapipe.pipeline.errors import ConfigError
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
+from vapipe.stages.infer.backends.config import AutoConfig, OnnxRuntimeConfig, TorchConfig
 
 REPO = Path(__file__).resolve().parents[3]
 FILE_TOML = (REPO / "configs" / "file.toml").read_text(encoding="utf-8")
@@ -39,7 +39,7 @@ def backend_of(det: str, overrides: tuple[str, ...] = ()) -> object:
 @pytest.mark.parametrize(
     ("det", "expected"),
     [
-        pytest.param("", OnnxRuntimeConfig(), id="default-onnxruntime"),
+        pytest.param("", AutoConfig(), id="default-auto"),
         pytest.param('backend = "torch"', TorchConfig(), id="shorthand"),
         pytest.param(
             "[nodes.det.backend]\nproviders = ['cuda']",

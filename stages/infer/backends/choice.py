@@ -1,0 +1,91 @@
+"""``backend = "auto"`` (the default): which backend runs the model on this machine.
+
+Decided from what is installed, without loading a model twice:
+
+1. onnxruntime with a compiling provider (MIGraphX, TensorRT): it builds an engine for the
+   model, which a per-op runtime does not beat;
+2. PyTorch on a GPU (CUDA or ROCm builds) with onnx2torch: CUDA graphs, head decode and NMS on
+   the device (measured against onnxruntime's CUDA provider: bench/results/streams.md);
+3. onnxruntime with another accelerator (CUDA, ROCm, OpenVINO);
+4. onnxruntime on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+
+from vapipe.stages.infer.backends import providers as eps
+from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
+
+COMPILING = ("migraphx", "tensorrt")
+OTHER_ACCELERATORS = ("rocm", "cuda", "openvino")
+RUNTIME_LIBRARIES = {
+    "tensorrt": ("libnvinfer.so.10", "libnvinfer.so.8", "nvinfer_10.dll"),
+    "migraphx": ("libmigraphx_c.so.3", "libmigraphx_c.so"),
+}
+"""onnxruntime lists the providers it was built with, loadable or not: onnxruntime-gpu offers
+TensorRT on machines without TensorRT (the session then falls back to CUDA)."""
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
+"""NVIDIA's and AMD's (ROCm) kernel drivers: without either, importing torch (seconds) to ask
+for a GPU is not worth it."""
+
+
+def torch_gpu() -> str | None:
+    """What PyTorch would run on (``cuda`` or ``rocm``), or None: no torch, no onnx2torch, or
+    no GPU it can use."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("onnx2torch") is None:
+        return None
+    if sys.platform.startswith("linux") and not any(map(os.path.exists, GPU_DEVICE_NODES)):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
+
+
+def runtime_loads(provider: str) -> bool:
+    """Whether a compiling provider's own runtime library can be loaded here."""
+    import ctypes
+
+    for library in RUNTIME_LIBRARIES.get(provider, ()):
+        try:
+            ctypes.CDLL(library)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def choose(available: Sequence[str], torch_device: str | None) -> tuple[str, str]:
+    """(backend type, why), from onnxruntime's available providers and :func:`torch_gpu`."""
+    offered = {eps.short_name(p) for p in available}
+    compiling = [name for name in COMPILING if name in offered]
+    if compiling:
+        return "onnxruntime", f"onnxruntime offers {compiling[0]}, which compiles the model"
+    if torch_device:
+        return "torch", f"PyTorch has a {torch_device} GPU (CUDA graphs, decode on the device)"
+    other = [name for name in OTHER_ACCELERATORS if name in offered]
+    if other:
+        return "onnxruntime", f"onnxruntime offers {other[0]}; PyTorch has no GPU here"
+    return "onnxruntime", "no GPU found for onnxruntime or PyTorch: the CPU"
+
+
+def resolve() -> tuple[OnnxRuntimeConfig | TorchConfig, str]:
+    """The concrete backend config for this machine, and why it was chosen."""
+    import onnxruntime as ort
+
+    available = [
+        p
+        for p in ort.get_available_providers()
+        if eps.short_name(p) not in COMPILING or runtime_loads(eps.short_name(p))
+    ]
+    offered = {eps.short_name(p) for p in available}
+    # Import torch only when its answer can change the choice.
+    torch_device = None if set(COMPILING) & offered else torch_gpu()
+    kind, why = choose(available, torch_device)
+    config = TorchConfig() if kind == "torch" else OnnxRuntimeConfig()
+    return config, why
