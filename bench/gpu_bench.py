@@ -253,13 +253,16 @@ def main() -> None:
         help="named runs instead of --streams: 16x8 (16 streams, 8 shards), with suffixes "
         "-eager, -hostdecode, -rt, -video (see bench/streams_bench.py runs_part)",
     )
+    parser.add_argument(
+        "--no-standalone", action="store_true", help="--runs: skip the backend-alone part"
+    )
     args = parser.parse_args()
     if args.runs:
         from bench.streams_bench import runs_part
 
         report = runs_part(
             args.runs.split(","), Path(args.work), seconds=args.seconds,
-            queue_size=args.queue_size,
+            queue_size=args.queue_size, alone=not args.no_standalone,
         )  # fmt: skip
         report["command"] = "python bench/gpu_bench.py " + " ".join(sys.argv[1:])
         report["date"] = time.strftime("%Y-%m-%d %H:%M")

@@ -46,6 +46,7 @@ shards = {shards}
 type = "preprocess"
 backend = "opencl"
 device = "gpu"
+{pre_extra}
 
 [nodes.det]
 type = "infer"
@@ -104,6 +105,7 @@ def write_config(
     video: bool = False,
     backend_extra: str = "",
     decode_threads: int | None = None,
+    bgr_input: bool = False,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else ""
@@ -124,6 +126,7 @@ def write_config(
         video_link=', "nms ! video"' if video else "",
         video=VIDEO if video else "",
         backend_extra=backend_extra or 'type = "torch"\ndevice = "cuda"',
+        pre_extra="yuv_input = false" if bgr_input else "",
     )
     path = folder / "pipeline.toml"
     path.write_text(text)
@@ -235,6 +238,7 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
     else:
         sources = [st for st in stages.values() if "uri" in st]
     result["decode_threads"] = sorted({str(st.get("decode_threads")) for st in sources})
+    result["frames_as_yuv420"] = sum(st.get("frames_as_yuv420") or 0 for st in sources)
     result["decode_on_device"] = "head decode and NMS on" in stderr
     det = stages["det"]
     result["mean_batch"] = round(det["frames"] / det["calls"], 2) if det.get("calls") else None
@@ -437,18 +441,26 @@ def extra_run(work: Path, clip: Path, name: str, streams: int, shards: str, **ki
 
 
 def runs_part(
-    specs: list[str], work: Path, *, seconds: float, queue_size: int = 8, realtime_s: float = 45
+    specs: list[str],
+    work: Path,
+    *,
+    seconds: float,
+    queue_size: int = 8,
+    realtime_s: float = 45,
+    alone: bool = True,
 ) -> dict[str, Any]:
     """Named runs: ``16x8`` is 16 streams in 8 shards; suffixes ``-eager`` (no CUDA graphs),
     ``-hostdecode`` (no device decode), ``-rt`` (paced cameras, 45 s, then Ctrl-C),
     ``-video`` (annotated video per source), ``-dtN`` (``decode_threads = N`` per source),
     ``-ort`` (onnxruntime's CUDA provider instead of torch, head decoded on the host),
-    ``-auto`` (``backend = "auto"``: what the pipeline picks by itself)."""
+    ``-auto`` (``backend = "auto"``: what the pipeline picks by itself), ``-bgr`` (sources
+    convert to BGR; default: I420 planes to the OpenCL kernel)."""
     work.mkdir(parents=True, exist_ok=True)
     clip = make_clip(work / "clip1080.mp4", seconds)
     report: dict[str, Any] = {"clip": f"people.mp4 scaled to 1920x1080, {seconds:g} s", "runs": []}
     try:
-        report["standalone_torch_yolox_nano"] = standalone(clip)
+        if alone:
+            report["standalone_torch_yolox_nano"] = standalone(clip)
     except Exception as exc:
         report["standalone_torch_yolox_nano"] = {"error": f"{type(exc).__name__}: {exc}"}
     if any("-ort" in spec for spec in specs):
@@ -475,7 +487,7 @@ def runs_part(
         config = write_config(
             folder, clip, streams, str(shards), decode,
             queue_size=queue_size, realtime=realtime, video="video" in flags,
-            backend_extra=backend, decode_threads=threads,
+            backend_extra=backend, decode_threads=threads, bgr_input="bgr" in flags,
         )  # fmt: skip
         run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
         try:

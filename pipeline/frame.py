@@ -47,6 +47,7 @@ class Frame:
     capture_time: float
     """Wall-clock time (time.time()) when the frame left the decoder."""
     image: np.ndarray
+    """HWC uint8 BGR (see ``yuv``)."""
     stream: StreamInfo
     tensor: np.ndarray | None = None
     """The model input for this frame (CHW), written by preprocess."""
@@ -60,9 +61,40 @@ class Frame:
     analytics: FrameAnalytics | None = None
     """Counts and occupancy at this frame, and the geometry to draw."""
     meta: dict[str, Any] = field(default_factory=dict)
+    yuv: np.ndarray | None = None
+    """The picture as decoded, I420 planes ``(height * 3 / 2, width)``, when the source was
+    asked for it (OpenCL preprocessing converts colours itself). ``image`` is then made from
+    it on first use, with OpenCV's BT.601 conversion."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``image.shape``, without making the image."""
+        held = self.__dict__.get("_image")
+        if held is None and self.yuv is not None:
+            return (self.yuv.shape[0] * 2 // 3, self.yuv.shape[1], 3)
+        return held.shape  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return f"Frame({self.source_id!r}, seq={self.seq}, pts={self.pts:.3f})"
+
+
+def _image(frame: Frame) -> np.ndarray:
+    image = frame.__dict__.get("_image")
+    if image is None and frame.yuv is not None:
+        import cv2  # only frames carrying YUV get here
+
+        image = cv2.cvtColor(frame.yuv, cv2.COLOR_YUV2BGR_I420)
+        frame.__dict__["_image"] = image
+    return image  # type: ignore[return-value]
+
+
+def _set_image(frame: Frame, image: np.ndarray | None) -> None:
+    frame.__dict__["_image"] = image
+
+
+# ``image`` is made from ``yuv`` when first read (a data descriptor, so the dataclass's own
+# __init__ assignment goes through it too).
+Frame.image = property(_image, _set_image)  # type: ignore[assignment,method-assign]
 
 
 @dataclass(frozen=True)

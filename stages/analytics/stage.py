@@ -45,7 +45,7 @@ class AnalyticsStage(Stage):
             raise PipelineError("detections have no track ids: link a track node before analytics")
         state = self.sources.get(frame.source_id)
         if state is None:
-            height, width = frame.image.shape[:2]
+            height, width = frame.shape[:2]
             lines, zones = compile_geometry(self.config, frame.source_id, width, height)
             state = self.sources[frame.source_id] = SourceAnalytics(self.config, lines, zones)
         for event in state.update(frame.detections, frame.pts):

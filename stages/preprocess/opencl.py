@@ -168,10 +168,11 @@ class LetterboxProgram:
         out_index: int = 0,
         wait_for: Sequence[Any] | None = None,
         src_offset: int = 0,
+        i420: bool = False,
     ) -> tuple[Any, Letterbox]:
         """Enqueue the kernel for ``batch`` frames of ``src_shape`` (h, w) packed in ``src``
-        from byte ``src_offset``, writing frames ``out_index``.. of ``out``.
-        Returns (event, letterbox)."""
+        from byte ``src_offset`` (BGR, or I420 planes with ``i420``), writing frames
+        ``out_index``.. of ``out``. Returns (event, letterbox)."""
         src_h, src_w = src_shape
         box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)  # type: ignore[arg-type]
         xofs, alpha, yofs, beta = self.table_buffers(src_w, src_h, box)
@@ -185,8 +186,8 @@ class LetterboxProgram:
         self.kernel.set_args(
             src,
             np.uint64(src_offset),
-            i32(src_w * 3),
-            i32(src_w * src_h * 3),
+            i32(src_w if i420 else src_w * 3),
+            i32(src_w * src_h * 3 // 2 if i420 else src_w * src_h * 3),
             i32(src_w),
             i32(src_h),
             xofs,
@@ -206,6 +207,7 @@ class LetterboxProgram:
             *map(f32, conv.mean),
             *map(f32, conv.std),
             i32(conv.pad_value),
+            i32(int(i420)),
         )
         event = self.cl.enqueue_nd_range_kernel(
             queue, self.kernel, global_size, local, wait_for=wait_for
@@ -306,7 +308,8 @@ class OpenCLLetterbox:
         slot.in_bytes = nbytes
 
     def submit(self, images: Sequence[np.ndarray]) -> Pending:
-        """Enqueue up to ``max_batch`` BGR frames (any sizes); returns at once. Each submitted
+        """Enqueue up to ``max_batch`` frames (any sizes): BGR (h, w, 3), or I420 planes
+        (h * 3 / 2, w) as a 2-D array, converted in the kernel. Returns at once. Each submitted
         batch must be collected with ``result`` before ``depth`` more are submitted."""
         if not 1 <= len(images) <= self.max_batch:
             raise ValueError(f"submit takes 1 to {self.max_batch} frames, got {len(images)}")
@@ -340,16 +343,19 @@ class OpenCLLetterbox:
             )
         events, boxes = [], []
         for index, (frame, start) in enumerate(zip(frames, offsets, strict=False)):
+            i420 = frame.ndim == 2
+            shape = (frame.shape[0] * 2 // 3, frame.shape[1]) if i420 else frame.shape[:2]
             event, box = self.program.launch(
                 self.compute_q,
                 slot.device_in,
-                frame.shape[:2],
+                shape,
                 1,
                 self.conv,
                 slot.device_out,
                 out_index=index,
                 wait_for=[uploaded],
                 src_offset=start,
+                i420=i420,
             )
             events.append(event)
             boxes.append(box)

@@ -37,6 +37,11 @@ class PreprocessConfig(ParallelConfig):
     """Part of the OpenCL platform name to use (``AMD``, ``NVIDIA``, ``Intel``, ``Portable``)."""
     in_flight: int = Field(2, ge=1, le=8)
     """OpenCL: frames enqueued before the first is collected, so transfers overlap kernels."""
+    yuv_input: bool = True
+    """OpenCL: take decoded 4:2:0 frames as they are (I420, half the bytes of BGR) and convert
+    colours in the kernel (BT.601, as OpenCV). Sources then skip their BGR conversion; stages
+    that draw convert on first use. Frames that are not plain yuv420p (full range, BT.709 or
+    wider colour, odd sizes, rotated) still come as BGR."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]``; default: the downstream model's input size."""
     placement: Literal["auto", "center", "top-left"] = "auto"
@@ -84,7 +89,9 @@ class PreprocessStage(BatchStage):
         self.pad_value = cfg.pad_value
         self.mean = np.asarray(cfg.mean, np.float32).reshape(3, 1, 1) if cfg.mean else None
         self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
-        self.release_pixels = not any(stage.reads_pixels for stage in context.downstream)
+        self.release_pixels = bool(context.downstream) and not any(
+            stage.reads_pixels for stage in context.downstream
+        )
         self.opencl: Any = None
         self.device_name = "numpy"
         if cfg.backend == "opencl":
@@ -136,14 +143,22 @@ class PreprocessStage(BatchStage):
     def workers(self) -> int:
         return 1 if self.config.backend == "opencl" else self.config.workers
 
+    @property
+    def accepts_yuv420(self) -> bool:
+        """Whether sources should send I420 planes instead of BGR: half the bytes to queue
+        and upload, and no colour conversion on the source's thread."""
+        return self.opencl is not None and self.config.yuv_input
+
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
         if self.opencl is None:
             for frame in frames:
                 frame.tensor, frame.letterbox = self.tensor(frame.image)
                 if self.release_pixels:
-                    frame.image = shape_only(frame.image)
+                    frame.image, frame.yuv = shape_only(frame.shape), None
             return frames
-        pending = self.opencl.submit([frame.image for frame in frames])
+        pending = self.opencl.submit(
+            [frame.image if frame.yuv is None else frame.yuv for frame in frames]
+        )
         self._in_flight.append((frames, pending))
         if len(self._in_flight) < self.config.in_flight:
             return []
@@ -166,7 +181,7 @@ class PreprocessStage(BatchStage):
             frame.tensor = batch[index]
             frame.letterbox = pending.letterboxes[index]
             if self.release_pixels:
-                frame.image = shape_only(frame.image)
+                frame.image, frame.yuv = shape_only(frame.shape), None
         return frames
 
     def stats(self) -> dict[str, Any]:
@@ -197,7 +212,7 @@ class PreprocessStage(BatchStage):
         return np.ascontiguousarray(chw, dtype=self.dtype), box
 
 
-def shape_only(image: np.ndarray) -> np.ndarray:
-    """An array of ``image``'s shape and type that holds no pixels (read-only zeros): for
-    stages that only ask a frame its size."""
-    return np.broadcast_to(np.zeros((), image.dtype), image.shape)
+def shape_only(shape: tuple[int, ...]) -> np.ndarray:
+    """A uint8 array of this shape that holds no pixels (read-only zeros): for stages that
+    only ask a frame its size."""
+    return np.broadcast_to(np.zeros((), np.uint8), shape)

@@ -34,6 +34,23 @@ def call_or_stop(call: Callable[[], T], stop: threading.Event, name: str) -> T |
     return outcome[0]
 
 
+BT601_OR_UNSPECIFIED = {2, 5, 6}
+"""AVColorSpace values whose pictures FFmpeg converts to BGR with BT.601 (2: unspecified)."""
+
+
+def plain_i420(picture: Any, auto_rotate: bool) -> bool:
+    """Whether the picture can travel as I420 planes and be converted as OpenCV does (BT.601,
+    limited range, even size, nothing to rotate) without changing its colours."""
+    return (
+        picture.format.name == "yuv420p"
+        and picture.width % 2 == 0
+        and picture.height % 2 == 0
+        and getattr(picture, "colorspace", 2) in BT601_OR_UNSPECIFIED
+        and getattr(picture, "color_range", 0) != 2  # 2: full ("JPEG") range
+        and not (auto_rotate and round(getattr(picture, "rotation", 0) / 90) % 4)
+    )
+
+
 def upright(picture: Any, auto_rotate: bool) -> np.ndarray:
     """The picture as BGR, as it is meant to be seen: phones record sideways and say so in
     the display matrix (degrees counterclockwise, FFmpeg's convention)."""

@@ -34,7 +34,7 @@ from vapipe.stages.source.inputs import (
     is_network,
     webcam_device,
 )
-from vapipe.stages.source.opening import call_or_stop, upright
+from vapipe.stages.source.opening import call_or_stop, plain_i420, upright
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,8 @@ class VideoSource(SourceStage):
         self._resume: tuple[int, float | None] | None = None
         self.hwaccel_failed = False
         self.decode_threads = 0
+        self.send_yuv = False
+        self.yuv_frames = 0
         self._skip_until = 0
 
     @classmethod
@@ -98,6 +100,7 @@ class VideoSource(SourceStage):
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.decode_threads = cfg.decode_threads or decoder_share(context.sources_in_run)
+        self.send_yuv = any(getattr(stage, "accepts_yuv420", False) for stage in context.downstream)
         self.source_id = cfg.source_id or self.name
         self.live = self.is_live(cfg)
         self.spec = self._spec()
@@ -405,13 +408,18 @@ class VideoSource(SourceStage):
                 last_frame_at = time.monotonic()
 
     def _frame(self, picture: Any, pts: float) -> Frame:
+        yuv = None
+        if self.send_yuv and plain_i420(picture, self.config.auto_rotate):
+            yuv = picture.to_ndarray(format="yuv420p")
+            self.yuv_frames += 1
         frame = Frame(
             source_id=self.source_id,
             seq=self._seq,
             pts=pts,
             capture_time=time.time(),
-            image=upright(picture, self.config.auto_rotate),
+            image=None if yuv is not None else upright(picture, self.config.auto_rotate),
             stream=self.stream_info,
+            yuv=yuv,
         )  # type: ignore[arg-type]
         self._seq += 1
         self._last_pts = pts
@@ -448,6 +456,7 @@ class VideoSource(SourceStage):
                 else "software"
             ),
             "decode_threads": self.decode_threads or "auto",
+            "frames_as_yuv420": self.yuv_frames if self.send_yuv else None,
         }
 
 

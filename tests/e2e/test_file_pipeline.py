@@ -235,6 +235,8 @@ def test_opencl_preprocessing_end_to_end(tmp_path: Path, batch: int) -> None:
     assert probe_video(tmp_path / "out/annotated.mp4")["frames"] == 40
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["stages"]["pre"]["device"].startswith("opencl: ")
+    # people.mp4 is plain yuv420p: every frame travelled as I420 and was drawn from it.
+    assert stats["stages"]["cam"]["frames_as_yuv420"] == 40
 
 
 def test_realtime_file_is_paced_and_loop_keeps_counting(tmp_path: Path) -> None:

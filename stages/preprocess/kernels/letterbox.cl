@@ -11,6 +11,29 @@
 
 #pragma OPENCL FP_CONTRACT OFF
 
+// BT.601 limited range, with OpenCV's integer arithmetic (COLOR_YUV2BGR_I420, 20-bit fixed
+// point, each 2x2 block sharing one chroma sample): an I420 frame gives the tensor that
+// cv2.cvtColor to BGR followed by the BGR path gives, bit for bit.
+inline int i420_channel(__global const uchar *frame, const int w, const int h, const int x,
+                        const int y, const int c)
+{
+    const int luma = max(0, (int)frame[(size_t)y * w + x] - 16) * 1220542;
+    const size_t plane = (size_t)w * h;
+    const size_t chroma = (size_t)(y >> 1) * (w >> 1) + (x >> 1);
+    const int u = (int)frame[plane + chroma] - 128;
+    const int v = (int)frame[plane + plane / 4 + chroma] - 128;
+    const int rounding = 1 << 19;
+    int value;
+    if (c == 0) {
+        value = luma + rounding + 2116026 * u;
+    } else if (c == 1) {
+        value = luma + rounding - 852492 * v - 409993 * u;
+    } else {
+        value = luma + rounding + 1673527 * v;
+    }
+    return clamp(value >> 20, 0, 255);
+}
+
 #ifndef OUT_HALF
 #define STORE(value, index, out) ((out)[(index)] = (value))
 #else
@@ -18,7 +41,7 @@
 #endif
 
 __kernel void letterbox(
-    __global const uchar *src,      // frames, HWC BGR, src_frame_bytes apart
+    __global const uchar *src,      // frames, HWC BGR or I420, src_frame_bytes apart
     const ulong src_offset,         // byte offset of frame 0 in src
     const int src_stride,           // bytes per row
     const int src_frame_bytes,
@@ -40,7 +63,8 @@ __kernel void letterbox(
     const float scale,
     const float mean0, const float mean1, const float mean2,
     const float std0, const float std1, const float std2,
-    const int pad_value)
+    const int pad_value,
+    const int src_i420)              // 1: I420 planes (Y, then U and V at half size)
 {
     const int x = get_global_id(0);
     const int y = get_global_id(1);
@@ -64,8 +88,20 @@ __kernel void letterbox(
         __global const uchar *row0 = frame + (size_t)sy0 * src_stride;
         __global const uchar *row1 = frame + (size_t)sy1 * src_stride;
         for (int c = 0; c < 3; ++c) {
-            const int h0 = row0[sx0 * 3 + c] * a0 + row0[sx1 * 3 + c] * a1;
-            const int h1 = row1[sx0 * 3 + c] * a0 + row1[sx1 * 3 + c] * a1;
+            int t00, t01, t10, t11;
+            if (src_i420) {
+                t00 = i420_channel(frame, src_w, src_h, sx0, sy0, c);
+                t01 = i420_channel(frame, src_w, src_h, sx1, sy0, c);
+                t10 = i420_channel(frame, src_w, src_h, sx0, sy1, c);
+                t11 = i420_channel(frame, src_w, src_h, sx1, sy1, c);
+            } else {
+                t00 = row0[sx0 * 3 + c];
+                t01 = row0[sx1 * 3 + c];
+                t10 = row1[sx0 * 3 + c];
+                t11 = row1[sx1 * 3 + c];
+            }
+            const int h0 = t00 * a0 + t01 * a1;
+            const int h1 = t10 * a0 + t11 * a1;
             const int v = (((h0 >> 4) * b0) >> 16) + (((h1 >> 4) * b1) >> 16);
             bgr[c] = clamp((v + 2) >> 2, 0, 255);
         }

@@ -17,9 +17,7 @@ from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.preprocess.opencl import (
     LetterboxProgram,
     OpenCLLetterbox,
-    OpenCLUnavailable,
     TensorSpec,
-    select_device,
 )
 from vapipe.stages.preprocess.resize_tables import resize_reference
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
@@ -31,14 +29,6 @@ def frames(clip: str, count: int, step: int = 7) -> list[np.ndarray]:
     with av.open(str(asset("media", f"{clip}.mp4"))) as container:
         decoded = (f.to_ndarray(format="bgr24") for f in container.decode(video=0))
         return [image for index, image in enumerate(decoded) if index % step == 0][:count]
-
-
-@pytest.fixture(scope="module")
-def device():
-    try:
-        return select_device("auto")
-    except OpenCLUnavailable as exc:
-        pytest.fail(f"no OpenCL device: install pocl-binary-distribution ({exc})")
 
 
 def numpy_stage(size: int, placement: str, color: str, scale: float, **extra) -> PreprocessStage:

@@ -1,0 +1,111 @@
+"""Frames as I420 planes: the OpenCL kernel converts colours itself, exactly as OpenCV would."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from types import SimpleNamespace
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from tests.conftest import asset
+from tests.stages.preprocess.test_opencl import numpy_stage
+from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.pipeline.stage import StageContext
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox, TensorSpec
+from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
+from vapipe.stages.source.opening import plain_i420
+from vapipe.stages.source.stage import SourceConfig, VideoSource
+
+
+def i420_frames(clip: str, count: int) -> list[np.ndarray]:
+    with av.open(str(asset("media", f"{clip}.mp4"))) as container:
+        decoded = (f.to_ndarray(format="yuv420p") for f in container.decode(video=0))
+        return [planes for index, planes in enumerate(decoded) if index % 11 == 0][:count]
+
+
+@pytest.mark.parametrize(
+    ("size", "placement", "color", "scale"),
+    [(416, "top-left", "bgr", 1.0), (640, "center", "rgb", 1 / 255)],
+)
+def test_i420_tensor_equals_opencv_conversion_then_the_bgr_path(
+    device, size: int, placement: str, color: str, scale: float
+) -> None:
+    kernel = OpenCLLetterbox(
+        TensorSpec(size, size, placement, color == "rgb", scale),
+        max_batch=4,  # type: ignore[arg-type]
+    )
+    reference = numpy_stage(size, placement, color, scale)
+    for clip in ("people", "traffic", "horses"):
+        planes = i420_frames(clip, 3)
+        bgr = [cv2.cvtColor(p, cv2.COLOR_YUV2BGR_I420) for p in planes]
+        # A batch mixing both layouts: each frame is converted by its own launch.
+        got = kernel.result(kernel.submit([planes[0], bgr[1], planes[2]]))
+        for index, image in enumerate(bgr):
+            expected, _ = reference.tensor(image)
+            assert np.array_equal(got[index], expected), (clip, index)
+
+
+def test_a_frame_makes_its_image_from_yuv_when_first_asked() -> None:
+    planes = i420_frames("people", 1)[0]
+    info = StreamInfo("cam", "clip.mp4", 800, 450, Fraction(25))
+    frame = Frame("cam", 0, 0.0, 0.0, None, info, yuv=planes)  # type: ignore[arg-type]
+    assert frame.shape == (450, 800, 3) and frame.__dict__["_image"] is None  # not made yet
+    assert np.array_equal(frame.image, cv2.cvtColor(planes, cv2.COLOR_YUV2BGR_I420))
+    assert frame.image is frame.image  # made once
+
+
+@pytest.mark.parametrize("yuv_input", [True, False])
+def test_a_source_sends_i420_to_opencl_preprocessing(device, yuv_input: bool) -> None:
+    pre = PreprocessStage(
+        "pre",
+        PreprocessConfig(
+            backend="opencl",
+            yuv_input=yuv_input,
+            input_size=[416, 416],
+            placement="top-left",
+            color="bgr",
+            scale=1.0,
+        ),
+    )
+    pre.open(StageContext("pre"))
+    source = VideoSource("cam", SourceConfig(uri=str(asset("media", "people.mp4"))))
+    source.open(StageContext("cam", downstream=[pre]))
+    try:
+        frame = next(item for item in source.frames() if isinstance(item, Frame))
+        if yuv_input:
+            assert frame.yuv is not None and frame.yuv.shape == (675, 800)
+            assert frame.__dict__["_image"] is None  # the source made no BGR copy
+            assert source.stats()["frames_as_yuv420"] == 1
+        else:
+            assert frame.yuv is None and frame.image.shape == (450, 800, 3)
+            assert source.stats()["frames_as_yuv420"] is None
+    finally:
+        source.close()
+        pre.close()
+
+
+def picture(**overrides: object) -> SimpleNamespace:
+    plain = {"format": SimpleNamespace(name="yuv420p"), "width": 800, "height": 450,
+             "colorspace": 2, "color_range": 1, "rotation": 0}  # fmt: skip
+    return SimpleNamespace(**{**plain, **overrides})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "auto_rotate", "plain"),
+    [
+        ({}, True, True),
+        ({"colorspace": 5}, True, True),  # BT.601 tagged
+        ({"colorspace": 1}, True, False),  # BT.709: other coefficients
+        ({"color_range": 2}, True, False),  # full range
+        ({"format": SimpleNamespace(name="yuvj420p")}, True, False),
+        ({"format": SimpleNamespace(name="nv12")}, True, False),
+        ({"width": 801}, True, False),  # odd: chroma planes round up
+        ({"rotation": 90}, True, False),  # turned upright on the host, as BGR
+        ({"rotation": 90}, False, True),
+    ],
+)
+def test_which_pictures_travel_as_i420(overrides: dict, auto_rotate: bool, plain: bool) -> None:
+    assert plain_i420(picture(**overrides), auto_rotate) is plain
