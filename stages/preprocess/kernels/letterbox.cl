@@ -14,24 +14,16 @@
 // BT.601 limited range, with OpenCV's integer arithmetic (COLOR_YUV2BGR_I420, 20-bit fixed
 // point, each 2x2 block sharing one chroma sample): an I420 frame gives the tensor that
 // cv2.cvtColor to BGR followed by the BGR path gives, bit for bit.
-inline int i420_channel(__global const uchar *frame, const int w, const int h, const int x,
-                        const int y, const int c)
+inline int3 i420_bgr(__global const uchar *frame, const int w, const int h, const int x,
+                     const int y)
 {
-    const int luma = max(0, (int)frame[(size_t)y * w + x] - 16) * 1220542;
+    const int luma = max(0, (int)frame[(size_t)y * w + x] - 16) * 1220542 + (1 << 19);
     const size_t plane = (size_t)w * h;
     const size_t chroma = (size_t)(y >> 1) * (w >> 1) + (x >> 1);
     const int u = (int)frame[plane + chroma] - 128;
     const int v = (int)frame[plane + plane / 4 + chroma] - 128;
-    const int rounding = 1 << 19;
-    int value;
-    if (c == 0) {
-        value = luma + rounding + 2116026 * u;
-    } else if (c == 1) {
-        value = luma + rounding - 852492 * v - 409993 * u;
-    } else {
-        value = luma + rounding + 1673527 * v;
-    }
-    return clamp(value >> 20, 0, 255);
+    return clamp((int3)(luma + 2116026 * u, luma - 852492 * v - 409993 * u, luma + 1673527 * v) >> 20,
+                 0, 255);
 }
 
 #ifndef OUT_HALF
@@ -87,13 +79,21 @@ __kernel void letterbox(
         __global const uchar *frame = src + src_offset + (size_t)z * src_frame_bytes;
         __global const uchar *row0 = frame + (size_t)sy0 * src_stride;
         __global const uchar *row1 = frame + (size_t)sy1 * src_stride;
+        // Each tap converted once (all three channels), not once per channel.
+        int3 p00, p01, p10, p11;
+        if (src_i420) {
+            p00 = i420_bgr(frame, src_w, src_h, sx0, sy0);
+            p01 = i420_bgr(frame, src_w, src_h, sx1, sy0);
+            p10 = i420_bgr(frame, src_w, src_h, sx0, sy1);
+            p11 = i420_bgr(frame, src_w, src_h, sx1, sy1);
+        }
         for (int c = 0; c < 3; ++c) {
             int t00, t01, t10, t11;
             if (src_i420) {
-                t00 = i420_channel(frame, src_w, src_h, sx0, sy0, c);
-                t01 = i420_channel(frame, src_w, src_h, sx1, sy0, c);
-                t10 = i420_channel(frame, src_w, src_h, sx0, sy1, c);
-                t11 = i420_channel(frame, src_w, src_h, sx1, sy1, c);
+                t00 = c == 0 ? p00.x : c == 1 ? p00.y : p00.z;
+                t01 = c == 0 ? p01.x : c == 1 ? p01.y : p01.z;
+                t10 = c == 0 ? p10.x : c == 1 ? p10.y : p10.z;
+                t11 = c == 0 ? p11.x : c == 1 ? p11.y : p11.z;
             } else {
                 t00 = row0[sx0 * 3 + c];
                 t01 = row0[sx1 * 3 + c];
