@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
@@ -60,15 +60,22 @@ def runtime_loads(provider: str) -> bool:
     return False
 
 
-def choose(available: Sequence[str], torch_device: str | None) -> tuple[str, str]:
-    """(backend type, why), from onnxruntime's available providers and :func:`torch_gpu`."""
+def choose(
+    available: Sequence[str],
+    torch_device: str | None,
+    runtimes: Collection[str] = COMPILING,
+) -> tuple[str, str]:
+    """(backend type, why), from onnxruntime's available providers, :func:`torch_gpu`, and
+    the compiling providers whose runtime was found (``runtimes``)."""
     offered = {eps.short_name(p) for p in available}
-    compiling = [name for name in COMPILING if name in offered]
+    compiling = [name for name in COMPILING if name in offered and name in runtimes]
     if compiling:
         return "onnxruntime", f"onnxruntime offers {compiling[0]}, which compiles the model"
     if torch_device:
         return "torch", f"PyTorch has a {torch_device} GPU (CUDA graphs, decode on the device)"
-    other = [name for name in OTHER_ACCELERATORS if name in offered]
+    # A compiling provider whose library was not found by name may still load: onnxruntime
+    # tries it first and falls back by itself, which beats the CPU.
+    other = [name for name in (*OTHER_ACCELERATORS, *COMPILING) if name in offered]
     if other:
         return "onnxruntime", f"onnxruntime offers {other[0]}; PyTorch has no GPU here"
     return "onnxruntime", "no GPU found for onnxruntime or PyTorch: the CPU"
@@ -78,14 +85,11 @@ def resolve() -> tuple[OnnxRuntimeConfig | TorchConfig, str]:
     """The concrete backend config for this machine, and why it was chosen."""
     import onnxruntime as ort
 
-    available = [
-        p
-        for p in ort.get_available_providers()
-        if eps.short_name(p) not in COMPILING or runtime_loads(eps.short_name(p))
-    ]
+    available = ort.get_available_providers()
     offered = {eps.short_name(p) for p in available}
+    runtimes = [name for name in COMPILING if name in offered and runtime_loads(name)]
     # Import torch only when its answer can change the choice.
-    torch_device = None if set(COMPILING) & offered else torch_gpu()
-    kind, why = choose(available, torch_device)
+    torch_device = None if runtimes else torch_gpu()
+    kind, why = choose(available, torch_device, runtimes)
     config = TorchConfig() if kind == "torch" else OnnxRuntimeConfig()
     return config, why

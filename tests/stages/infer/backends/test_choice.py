@@ -38,6 +38,15 @@ def test_choice(available, torch_device, chosen: str, reason: str) -> None:
     assert kind == chosen and reason in why
 
 
+def test_a_compiling_provider_without_its_runtime_found_still_beats_the_cpu() -> None:
+    """MIGraphX's library may sit where ctypes does not look: onnxruntime still tries it."""
+    assert choose([MIGRAPHX, CPU], None, runtimes=()) == (
+        "onnxruntime",
+        "onnxruntime offers migraphx; PyTorch has no GPU here",
+    )
+    assert choose([TENSORRT, CUDA, CPU], "cuda", runtimes=())[0] == "torch"
+
+
 def test_a_compiling_provider_counts_only_where_its_runtime_loads(monkeypatch) -> None:
     """onnxruntime-gpu lists TensorRT whether or not TensorRT is installed."""
     import onnxruntime as ort
