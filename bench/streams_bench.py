@@ -278,7 +278,6 @@ def onnxruntime_cuda(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats:
     from vapipe.pipeline.assets import resolve_model
     from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
     from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
-    from vapipe.stages.infer.heads import Family, decode
     from vapipe.stages.nms import NmsConfig, NmsStage
 
     frames = letterboxed_frames(clip, max(batches))
@@ -296,14 +295,8 @@ def onnxruntime_cuda(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats:
     nms = NmsStage("nms", NmsConfig())
     for batch in batches:
         data = frames[:batch]
-        rates = []
-        for attempt in range(repeats + 3):
-            tick = time.perf_counter()
-            for found in decode(Family.YOLOX, backend.run(data), 416, 416):
-                nms.select(found, None)
-            if attempt >= 3:
-                rates.append(batch / (time.perf_counter() - tick))
-        report[f"batch_{batch}_fps_host_copy_numpy_decode"] = round(statistics.median(rates), 1)
+        fps = median_fps(lambda data=data: host_decode(backend, data, nms), batch, repeats)
+        report[f"batch_{batch}_fps_host_copy_numpy_decode"] = fps
     return report
 
 
@@ -344,7 +337,7 @@ def backend_rates(backend: Any, data: np.ndarray, repeats: int) -> dict[str, flo
     import torch
 
     from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
-    from vapipe.stages.infer.heads import Family, decode
+    from vapipe.stages.infer.heads import Family
     from vapipe.stages.nms import NmsConfig, NmsStage
 
     batch = len(data)
@@ -353,8 +346,7 @@ def backend_rates(backend: Any, data: np.ndarray, repeats: int) -> dict[str, flo
     on_gpu = torch.from_numpy(data).cuda()
 
     def host_path() -> None:
-        for found in decode(Family.YOLOX, backend.run(data), 416, 416):
-            nms.select(found, None)
+        host_decode(backend, data, nms)
 
     def device_path() -> None:
         decoder(backend.run_on_device(data))
@@ -369,17 +361,27 @@ def backend_rates(backend: Any, data: np.ndarray, repeats: int) -> dict[str, flo
 
     steps = {"host_copy_numpy_decode": host_path, "device_decode": device_path,
              "model_only": model_only}  # fmt: skip
-    result = {}
-    for name, step in steps.items():
-        for _ in range(3):
-            step()
-        rates = []
-        for _ in range(repeats):
-            tick = time.perf_counter()
-            step()
-            rates.append(batch / (time.perf_counter() - tick))
-        result[f"fps_{name}"] = round(statistics.median(rates), 1)
-    return result
+    return {f"fps_{name}": median_fps(step, batch, repeats) for name, step in steps.items()}
+
+
+def host_decode(backend: Any, data: np.ndarray, nms: Any) -> None:
+    """One batch through the backend, its head decoded with numpy and suppressed on the host."""
+    from vapipe.stages.infer.heads import Family, decode
+
+    for found in decode(Family.YOLOX, backend.run(data), 416, 416):
+        nms.select(found, None)
+
+
+def median_fps(step: Any, batch: int, repeats: int, warmup: int = 3) -> float:
+    """Frames per second of ``step`` (one batch), median of ``repeats`` after ``warmup``."""
+    for _ in range(warmup):
+        step()
+    rates = []
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        step()
+        rates.append(batch / (time.perf_counter() - tick))
+    return round(statistics.median(rates), 1)
 
 
 def streams_part(

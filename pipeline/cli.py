@@ -164,9 +164,9 @@ def run_main(argv: list[str]) -> int:
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE)
 
-    from vapipe.pipeline.shards import ShardRunner, shard_count, source_nodes
+    from vapipe.pipeline.shards import ShardRunner, shard_count
 
-    shards = shard_count(spec.settings.shards, len(source_nodes(graph)))
+    shards = shard_count(spec.settings.shards, len(graph.sources))
     runner: Runner | ShardRunner
     if shards > 1:
         runner = ShardRunner(

@@ -37,6 +37,11 @@ class Graph:
     def nodes(self) -> dict[str, NodeSpec]:
         return self.spec.nodes
 
+    @property
+    def sources(self) -> list[str]:
+        """The source nodes, in topological order."""
+        return [n for n in self.order if issubclass(self.nodes[n].stage_cls, SourceStage)]
+
     def successors(self, name: str) -> list[str]:
         return [edge.dst for edge in self.edges if edge.src == name]
 

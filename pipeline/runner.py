@@ -72,9 +72,7 @@ class Runner:
         self.graph = graph
         self.max_frames = max_frames
         # A shard runs a subset of the sources; its decoders share the cores with the others'.
-        self.sources_in_run = sources_in_run or sum(
-            issubclass(node.stage_cls, SourceStage) for node in graph.nodes.values()
-        )
+        self.sources_in_run = sources_in_run or len(graph.sources)
         # A shard swaps its event sinks for senders to the parent process (pipeline/shard.py).
         self._make_stage = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.stop_requested = threading.Event()

@@ -33,7 +33,7 @@ from vapipe.pipeline.runner import (
     naming_node,
 )
 from vapipe.pipeline.shard import ShardJob, run_shard
-from vapipe.pipeline.stage import SourceStage, Stage, StageContext
+from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,6 @@ def shard_count(setting: int | str, sources: int, cpus: int | None = None) -> in
     else:
         wanted = int(setting)
     return max(1, min(wanted, sources))
-
-
-def source_nodes(graph: Graph) -> list[str]:
-    return [n for n in graph.order if issubclass(graph.nodes[n].stage_cls, SourceStage)]
 
 
 def partition(sources: list[str], count: int) -> list[tuple[str, ...]]:
@@ -111,7 +107,7 @@ class ShardRunner:
         devices = self.settings.devices
         self._slots = [
             _Slot(index, group, devices[index % len(devices)] if devices else None)
-            for index, group in enumerate(partition(source_nodes(graph), count))
+            for index, group in enumerate(partition(graph.sources, count))
         ]
         self._sources: dict[str, _Source] = {}
         self._started_at = time.monotonic()
@@ -192,7 +188,7 @@ class ShardRunner:
         return None
 
     def _map_sources(self) -> None:
-        for node_name in source_nodes(self.graph):
+        for node_name in self.graph.sources:
             node = self.graph.nodes[node_name]
             source_id = node.stage_cls.source_id_of(node_name, node.config)
             sinks = [n for n in self.graph.downstream_of(node_name) if n in self._sinks]
@@ -262,7 +258,7 @@ class ShardRunner:
             device=slot.device,
             resume=resume,
             restart=slot.restarts,
-            sources_in_run=len(source_nodes(self.graph)),
+            sources_in_run=len(self.graph.sources),
             spawned_at=time.time(),
             log_level=self.log_level,
             log_format=self.log_format,

@@ -153,8 +153,7 @@ class PreprocessStage(BatchStage):
         if self.opencl is None:
             for frame in frames:
                 frame.tensor, frame.letterbox = self.tensor(frame.image)
-                if self.release_pixels:
-                    frame.image, frame.yuv = shape_only(frame.shape), None
+                self._let_go(frame)
             return frames
         pending = self.opencl.submit(
             [frame.image if frame.yuv is None else frame.yuv for frame in frames]
@@ -180,9 +179,13 @@ class PreprocessStage(BatchStage):
         for index, frame in enumerate(frames):
             frame.tensor = batch[index]
             frame.letterbox = pending.letterboxes[index]
-            if self.release_pixels:
-                frame.image, frame.yuv = shape_only(frame.shape), None
+            self._let_go(frame)
         return frames
+
+    def _let_go(self, frame: Frame) -> None:
+        """Drop the frame's pixels once its model input is made, if nothing later reads them."""
+        if self.release_pixels:
+            frame.image, frame.yuv = shape_only(frame.shape), None
 
     def stats(self) -> dict[str, Any]:
         return {"device": getattr(self, "device_name", None)}

@@ -47,13 +47,18 @@ def plain_i420(picture: Any, auto_rotate: bool) -> bool:
         and picture.height % 2 == 0
         and getattr(picture, "colorspace", 2) in BT601_OR_UNSPECIFIED
         and getattr(picture, "color_range", 0) != 2  # 2: full ("JPEG") range
-        and not (auto_rotate and round(getattr(picture, "rotation", 0) / 90) % 4)
+        and not quarter_turns(picture, auto_rotate)
     )
+
+
+def quarter_turns(picture: Any, auto_rotate: bool) -> int:
+    """Counterclockwise quarter turns that make the picture upright (0 without auto_rotate)."""
+    return round(getattr(picture, "rotation", 0) / 90) % 4 if auto_rotate else 0
 
 
 def upright(picture: Any, auto_rotate: bool) -> np.ndarray:
     """The picture as BGR, as it is meant to be seen: phones record sideways and say so in
     the display matrix (degrees counterclockwise, FFmpeg's convention)."""
     image = picture.to_ndarray(format="bgr24")
-    turns = round(getattr(picture, "rotation", 0) / 90) % 4 if auto_rotate else 0
+    turns = quarter_turns(picture, auto_rotate)
     return np.ascontiguousarray(np.rot90(image, turns)) if turns else image

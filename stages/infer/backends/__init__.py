@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -9,6 +10,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from vapipe.stages.infer.backends.config import BackendConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -69,12 +72,10 @@ def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
 def load_backend(path: str, name: str, config: BackendConfig, max_batch: int) -> Backend:
     """The backend that ``config.type`` names, with ``path`` loaded and verified."""
     if config.type == "auto":
-        import logging
-
         from vapipe.stages.infer.backends.choice import resolve
 
         config, why = resolve()
-        logging.getLogger(__name__).info("%s: backend %s (auto: %s)", name, config.type, why)
+        log.info("%s: backend %s (auto: %s)", name, config.type, why)
     if config.type == "torch":
         from vapipe.stages.infer.backends.pytorch import TorchBackend
 

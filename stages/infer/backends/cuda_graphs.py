@@ -23,7 +23,7 @@ from vapipe.stages.infer.backends import relative_error
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-3
-"""Replayed output against the traced module's own output on the same input."""
+"""Replayed output against the specialised module's own output on the same input."""
 
 
 def first_output(output: Any) -> Any:
@@ -124,7 +124,6 @@ class GraphedBatches:
         self._torch = torch
         self._lock = threading.Lock()
         self._graphs: dict[int, tuple[Any, Any, Any]] = {}
-        self.max_error = 0.0
         started = time.monotonic()
         pool = None
         # One side stream for every warm-up: the allocator caches blocks per stream, and a
@@ -138,7 +137,6 @@ class GraphedBatches:
             error = relative_error(static_out.float().cpu().numpy(), expected.float().cpu().numpy())
             if not error <= TOLERANCE:
                 raise RuntimeError(f"replay at batch {size} differs (relative error {error:.3g})")
-            self.max_error = max(self.max_error, error)
             self._graphs[size] = (graph, static_in, static_out)
         del expected
         torch.cuda.empty_cache()  # the warm-ups' blocks: replays use the graphs' own pool

@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 
 class TorchBackend:
-    batch_sizes: tuple[int, ...] | None = None
     graphs: GraphedBatches | None = None
 
     def __init__(self, path: str, *, name: str, config: TorchConfig, max_batch: int = 1) -> None:
@@ -87,8 +86,11 @@ class TorchBackend:
         )
         self.max_error = self._verify(path, tolerance=5e-2 if fp16 else 1e-3)
         self.graphs = self._capture(name, config, max_batch)
-        if self.graphs is not None:
-            self.batch_sizes = self.graphs.sizes
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...] | None:
+        """The captured batch sizes (batches are padded to one), or None: any size."""
+        return self.graphs.sizes if self.graphs is not None else None
 
     def _capture(self, name: str, config: TorchConfig, max_batch: int) -> GraphedBatches | None:
         """CUDA graphs for every padded batch size, or None (CPU, turned off, or the capture
