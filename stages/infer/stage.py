@@ -135,7 +135,7 @@ class InferStage(BatchStage):
         on_gpu = getattr(getattr(self.backend, "torch_device", None), "type", "cpu") != "cpu"
         if wanted is False or (wanted is None and not on_gpu):
             return None
-        nms = next((s for s in context.downstream if isinstance(s, NmsStage)), None)
+        nms = context.find_downstream(NmsStage)
         why = None
         if not hasattr(self.backend, "run_on_device"):
             why = 'it needs backend = "torch"'
