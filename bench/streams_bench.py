@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import av
-import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.standalone_gpu import naive_gpu_loop, onnxruntime_cuda, standalone  # noqa: E402
 
 CONFIG = """\
 links = [{links}, "pre ! det ! nms ! events"{video_link}]
@@ -44,8 +46,6 @@ shards = {shards}
 {sources}
 [nodes.pre]
 type = "preprocess"
-backend = "opencl"
-device = "gpu"
 {pre_extra}
 
 [nodes.det]
@@ -53,7 +53,7 @@ type = "infer"
 model = "yolox-nano"
 max_batch = 32
 batch_timeout_ms = 10
-workers = 2
+workers = {workers}
 {decode_line}
 
 [nodes.det.backend]
@@ -106,6 +106,8 @@ def write_config(
     backend_extra: str = "",
     decode_threads: int | None = None,
     bgr_input: bool = False,
+    numpy_pre: bool = False,
+    workers: int = 2,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else ""
@@ -126,7 +128,10 @@ def write_config(
         video_link=', "nms ! video"' if video else "",
         video=VIDEO if video else "",
         backend_extra=backend_extra or 'type = "torch"\ndevice = "cuda"',
-        pre_extra="yuv_input = false" if bgr_input else "",
+        pre_extra='backend = "numpy"'
+        if numpy_pre
+        else 'backend = "opencl"\ndevice = "gpu"' + ("\nyuv_input = false" if bgr_input else ""),
+        workers=workers,
     )
     path = folder / "pipeline.toml"
     path.write_text(text)
@@ -240,6 +245,8 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
     result["decode_threads"] = sorted({str(st.get("decode_threads")) for st in sources})
     result["frames_as_yuv420"] = sum(st.get("frames_as_yuv420") or 0 for st in sources)
     result["decode_on_device"] = "head decode and NMS on" in stderr
+    result["head_decode"] = stages["det"].get("head_decode")
+    result["cpu_ops"] = stages["det"].get("cpu_ops")
     det = stages["det"]
     result["mean_batch"] = round(det["frames"] / det["calls"], 2) if det.get("calls") else None
     result["cuda_graphs"] = det.get("cuda_graphs")
@@ -255,133 +262,6 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
     if "video" in stages:
         result["video_fps"] = stages["video"]["fps"]
     return result
-
-
-def letterboxed_frames(clip: Path, count: int) -> np.ndarray:
-    """The clip's first frames as YOLOX-Nano inputs (416x416, top-left, BGR, 0-255)."""
-    import cv2
-
-    tensors = []
-    with av.open(str(clip)) as container:
-        for frame in container.decode(video=0):
-            image = cv2.resize(frame.to_ndarray(format="bgr24"), (416, 234))
-            canvas = np.full((416, 416, 3), 114, np.uint8)
-            canvas[:234] = image
-            tensors.append(canvas.transpose(2, 0, 1).astype(np.float32))
-            if len(tensors) == count:
-                break
-    return np.stack(tensors)
-
-
-def onnxruntime_cuda(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int = 10) -> Any:
-    """onnxruntime's CUDA provider alone, host copies + numpy decode + NMS, same frames."""
-    from vapipe.pipeline.assets import resolve_model
-    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
-    from vapipe.stages.nms import NmsConfig, NmsStage
-
-    frames = letterboxed_frames(clip, max(batches))
-    started = time.perf_counter()
-    backend = OnnxBackend(
-        str(resolve_model("yolox-nano")),
-        name="det",
-        config=OnnxRuntimeConfig(providers=["cuda"]),
-        max_batch=max(batches),
-    )
-    report: dict[str, Any] = {
-        "device": backend.device,
-        "load_s": round(time.perf_counter() - started, 2),
-    }
-    nms = NmsStage("nms", NmsConfig())
-    for batch in batches:
-        data = frames[:batch]
-        fps = median_fps(lambda data=data: host_decode(backend, data, nms), batch, repeats)
-        report[f"batch_{batch}_fps_host_copy_numpy_decode"] = fps
-    return report
-
-
-def standalone(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int = 10) -> Any:
-    """The torch backend alone, with and without CUDA graphs, on the pipeline's letterboxed
-    frames: host copies + model + numpy decode + NMS, host copy + model + device decode, and
-    the model alone with its input already on the GPU."""
-
-    from vapipe.pipeline.assets import resolve_model
-    from vapipe.stages.infer.backends.config import TorchConfig
-    from vapipe.stages.infer.backends.pytorch import TorchBackend
-
-    frames = letterboxed_frames(clip, max(batches))
-    report: dict[str, Any] = {}
-    for graphs in (True, False):
-        started = time.perf_counter()
-        backend = TorchBackend(
-            str(resolve_model("yolox-nano")),
-            name="det",
-            config=TorchConfig(device="cuda", cuda_graphs=graphs),
-            max_batch=max(batches),
-        )
-        side: dict[str, Any] = {
-            "load_s": round(time.perf_counter() - started, 2),
-            "cuda_graphs": backend.stats()["cuda_graphs"],
-            "capture_s": backend.stats()["cuda_graph_capture_s"],
-        }
-        for batch in batches:
-            side[f"batch_{batch}"] = backend_rates(backend, frames[:batch], repeats)
-        report["cuda_graphs_on" if graphs else "cuda_graphs_off"] = side
-        backend.close()
-        print(json.dumps({f"standalone graphs={graphs}": side}), flush=True)
-    return report
-
-
-def backend_rates(backend: Any, data: np.ndarray, repeats: int) -> dict[str, float]:
-    """Frames per second of one backend at one batch, three ways (median of ``repeats``)."""
-    import torch
-
-    from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
-    from vapipe.stages.infer.heads import Family
-    from vapipe.stages.nms import NmsConfig, NmsStage
-
-    batch = len(data)
-    nms = NmsStage("nms", NmsConfig())
-    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), Selection.of(nms.config))
-    on_gpu = torch.from_numpy(data).cuda()
-
-    def host_path() -> None:
-        host_decode(backend, data, nms)
-
-    def device_path() -> None:
-        decoder(backend.run_on_device(data))
-
-    def model_only() -> None:
-        with torch.inference_mode():
-            if backend.graphs is not None:
-                backend.graphs.run(on_gpu, batch)
-            else:
-                backend.module(on_gpu)
-        torch.cuda.synchronize()
-
-    steps = {"host_copy_numpy_decode": host_path, "device_decode": device_path,
-             "model_only": model_only}  # fmt: skip
-    return {f"fps_{name}": median_fps(step, batch, repeats) for name, step in steps.items()}
-
-
-def host_decode(backend: Any, data: np.ndarray, nms: Any) -> None:
-    """One batch through the backend, its head decoded with numpy and suppressed on the host."""
-    from vapipe.stages.infer.heads import Family, decode
-
-    for found in decode(Family.YOLOX, backend.run(data), 416, 416):
-        nms.select(found, None)
-
-
-def median_fps(step: Any, batch: int, repeats: int, warmup: int = 3) -> float:
-    """Frames per second of ``step`` (one batch), median of ``repeats`` after ``warmup``."""
-    for _ in range(warmup):
-        step()
-    rates = []
-    for _ in range(repeats):
-        tick = time.perf_counter()
-        step()
-        rates.append(batch / (time.perf_counter() - tick))
-    return round(statistics.median(rates), 1)
 
 
 def streams_part(
@@ -454,17 +334,24 @@ def runs_part(
     """Named runs: ``16x8`` is 16 streams in 8 shards; suffixes ``-eager`` (no CUDA graphs),
     ``-hostdecode`` (no device decode), ``-rt`` (paced cameras, 45 s, then Ctrl-C),
     ``-video`` (annotated video per source), ``-dtN`` (``decode_threads = N`` per source),
-    ``-ort`` (onnxruntime's CUDA provider instead of torch, head decoded on the host),
+    ``-ort`` (onnxruntime's CUDA provider instead of torch, head decoded in the model; with
+    ``-hostdecode`` in numpy), ``-np`` (numpy preprocessing instead of OpenCL), ``-w1`` (one
+    inference worker instead of two),
     ``-auto`` (``backend = "auto"``: what the pipeline picks by itself), ``-bgr`` (sources
     convert to BGR; default: I420 planes to the OpenCL kernel)."""
     work.mkdir(parents=True, exist_ok=True)
     clip = make_clip(work / "clip1080.mp4", seconds)
     report: dict[str, Any] = {"clip": f"people.mp4 scaled to 1920x1080, {seconds:g} s", "runs": []}
-    try:
-        if alone:
-            report["standalone_torch_yolox_nano"] = standalone(clip)
-    except Exception as exc:
-        report["standalone_torch_yolox_nano"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if alone:
+        for key, part in (
+            ("naive_gpu_loop", naive_gpu_loop),
+            ("standalone_torch_yolox_nano", standalone),
+        ):
+            try:
+                report[key] = part(clip)
+            except Exception as exc:
+                report[key] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(json.dumps({key: report[key]}), flush=True)
     if any("-ort" in spec for spec in specs):
         try:
             report["standalone_onnxruntime_cuda"] = onnxruntime_cuda(clip)
@@ -485,11 +372,14 @@ def runs_part(
             backend = 'type = "onnxruntime"\nproviders = ["cuda"]'
         if "auto" in flags:
             backend = 'type = "auto"'
-        decode = None if "auto" in flags else not {"hostdecode", "ort"} & set(flags)
+        decode = None if {"auto", "ort"} & set(flags) else True
+        if "hostdecode" in flags:
+            decode = False
         config = write_config(
             folder, clip, streams, str(shards), decode,
             queue_size=queue_size, realtime=realtime, video="video" in flags,
             backend_extra=backend, decode_threads=threads, bgr_input="bgr" in flags,
+            numpy_pre="np" in flags, workers=1 if "w1" in flags else 2,
         )  # fmt: skip
         run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
         try:

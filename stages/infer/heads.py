@@ -103,7 +103,7 @@ def decode(
 
 
 @cache
-def _yolox_grid(input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
+def yolox_grid(input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
     grids, strides = [], []
     for stride in STRIDES:
         ys, xs = np.meshgrid(
@@ -117,7 +117,7 @@ def _yolox_grid(input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
 def _decode_yolox(
     image: np.ndarray, input_w: int, input_h: int, names: Sequence[str]
 ) -> Detections:
-    grid, stride = _yolox_grid(input_w, input_h)
+    grid, stride = yolox_grid(input_w, input_h)
     if image.shape[0] != grid.shape[0]:
         raise ValueError(
             f"YOLOX output has {image.shape[0]} anchors, expected {grid.shape[0]} "

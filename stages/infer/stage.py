@@ -14,9 +14,11 @@ from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
-from vapipe.stages.infer.backends import Backend, load_backend
+from vapipe.stages.infer.backends import Backend, ModelInfo, load_backend
 from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig
 from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
+from vapipe.stages.infer.graph_decode import FAMILIES as GRAPH_FAMILIES
+from vapipe.stages.infer.graph_decode import HeadLayout, candidates_from_rows
 from vapipe.stages.infer.heads import (
     Family,
     conventions,
@@ -64,9 +66,12 @@ class InferConfig(StageConfig):
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]`` for models whose input size is not fixed in the file."""
     decode_on_device: bool | None = None
-    """Decode the head, filter by score and run NMS on the torch backend's device, with the
-    settings of the ``nms`` node that follows, so only the kept boxes cross to the host.
-    Default: on for the torch backend on a GPU (YOLOX, v5 and v8 heads), off elsewhere."""
+    """Decode the YOLO head (YOLOX, v5, v8) where the model runs, not in numpy. On torch:
+    decode, score filter and NMS on its device, with the settings of the ``nms`` node that
+    follows, so only the kept boxes cross to the host. On onnxruntime: the decode is appended
+    to the model, so the provider returns 6 numbers per anchor instead of the raw head
+    (84-85), and the nms node runs as usual. Default: on for GPUs and other accelerator
+    providers, off on the CPU (where ``true`` works too)."""
 
 
 @dataclass(frozen=True)
@@ -100,18 +105,14 @@ class InferStage(BatchStage):
         self.max_batch = cfg.max_batch
         self.batch_timeout_s = cfg.batch_timeout_ms / 1000.0
         path = resolve_model(cfg.model)
-        self.backend = load_backend(str(path), self.name, cfg.backend, cfg.max_batch)
+        self.backend = load_backend(
+            str(path), self.name, cfg.backend, cfg.max_batch, head=self._head_in_model
+        )
         info = self.backend.info
-        width, height = (list(info.input_shape) + [None] * 4)[3:1:-1]
-        if cfg.input_size:
-            width, height = cfg.input_size
-        if not isinstance(width, int) or not isinstance(height, int):
-            raise ConfigError(
-                f"model input {info.input_shape} has no fixed size: set input_size",
-                key="input_size",
-            )
+        width, height = self._input_size(info)
         self.family = self._family(info.output_shape, info.metadata, width, height)
         self.names = class_names(info.metadata, cfg.names_file)
+        self.head: HeadLayout | None = getattr(self.backend, "head", None)
         self.device_decoder = self._device_decoder(context, width, height)
         conv = conventions(self.family)
         self.model_input = ModelInput(
@@ -128,19 +129,41 @@ class InferStage(BatchStage):
             self.backend.device,
         )
 
+    def _input_size(self, info: ModelInfo) -> tuple[int, int]:
+        width, height = (list(info.input_shape) + [None] * 4)[3:1:-1]
+        if self.config.input_size:
+            width, height = self.config.input_size
+        if not isinstance(width, int) or not isinstance(height, int):
+            raise ConfigError(
+                f"model input {info.input_shape} has no fixed size: set input_size",
+                key="input_size",
+            )
+        return width, height
+
+    def _head_in_model(self, info: ModelInfo, accelerated: bool) -> HeadLayout | None:
+        """For onnxruntime: the head to decode inside the model (on by default where an
+        accelerator provider runs it), or None to decode it on the host."""
+        wanted = self.config.decode_on_device
+        if wanted is False or (wanted is None and not accelerated):
+            return None
+        width, height = self._input_size(info)
+        family = self._family(info.output_shape, info.metadata, width, height)
+        return HeadLayout(family, width, height) if family in GRAPH_FAMILIES else None
+
     def _device_decoder(
         self, context: StageContext, width: int, height: int
     ) -> DeviceDecoder | None:
+        """For torch: the decoder that runs on its device, or None."""
         wanted = self.config.decode_on_device
         on_gpu = getattr(getattr(self.backend, "torch_device", None), "type", "cpu") != "cpu"
-        if wanted is False or (wanted is None and not on_gpu):
+        if self.head is not None or wanted is False or (wanted is None and not on_gpu):
             return None
         nms = context.find_downstream(NmsStage)
         why = None
-        if not hasattr(self.backend, "run_on_device"):
-            why = 'it needs backend = "torch"'
-        elif self.family not in DeviceDecoder.families:
+        if self.family not in DeviceDecoder.families:
             why = f"{self.family.value} heads are suppressed in the model already"
+        elif not hasattr(self.backend, "run_on_device"):
+            why = getattr(self.backend, "head_problem", None) or "this backend cannot"
         elif nms is None:
             why = "no nms node follows this one"
         if why:
@@ -193,9 +216,12 @@ class InferStage(BatchStage):
             candidates = self.device_decoder(self.backend.run_on_device(batch))  # type: ignore[attr-defined]
         else:
             output = self.backend.run(batch)
-            candidates = decode(
-                self.family, output, self.model_input.width, self.model_input.height, self.names
-            )
+            if self.head is not None:
+                candidates = candidates_from_rows(output, self.names)
+            else:
+                candidates = decode(
+                    self.family, output, self.model_input.width, self.model_input.height, self.names
+                )
         for frame, found in zip(items, candidates, strict=True):
             frame.detections = found
         return items
@@ -209,8 +235,10 @@ class InferStage(BatchStage):
     def stats(self) -> dict[str, Any]:
         base = self.backend.stats() if self.backend else getattr(self, "_stats", {})
         family = getattr(self, "family", None)
+        head = "in the model" if getattr(self, "head", None) else "host"
         return {
             **base,
+            "head_decode": "on the device" if getattr(self, "device_decoder", None) else head,
             "model_family": family.value if family else None,
             "max_batch": self.config.max_batch,
         }

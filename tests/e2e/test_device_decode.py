@@ -1,7 +1,9 @@
-"""Decode and NMS on the torch device, end to end: the same events as the numpy path."""
+"""The head decoded where the model runs (torch device, or inside the ONNX model), end to end:
+the same events as the numpy path."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,14 +11,13 @@ import pytest
 from tests.e2e.helpers import FILE_CONFIG, cli, read_events
 from tests.e2e.test_batching import assert_same_detections, detections_by_frame
 
-pytest.importorskip("torch")
-pytest.importorskip("onnx2torch")
-
 TORCH = ["--set", "det.backend.type=torch", "--set", "det.backend.device=cpu"]
 
 
 def test_device_decode_writes_the_events_the_numpy_path_writes(tmp_path: Path) -> None:
     """YOLOX here; both heads against real outputs in tests/stages/infer/test_device_decode.py."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx2torch")
     model = "yolox-nano"
     runs = {}
     for name, extra in {
@@ -39,11 +40,24 @@ def test_device_decode_writes_the_events_the_numpy_path_writes(tmp_path: Path) -
     assert read_events(tmp_path / "device.jsonl")  # and they are valid events
 
 
-def test_device_decode_on_onnxruntime_is_a_config_error(tmp_path: Path) -> None:
-    result = cli(str(FILE_CONFIG), "--set", "det.decode_on_device=true", cwd=tmp_path)
-    assert result.returncode == 2
-    assert (
-        result.stderr.strip()
-        .splitlines()[-1]
-        .endswith("node 'det' key 'decode_on_device': it needs backend = \"torch\"")
-    ), result.stderr[-500:]
+def test_onnxruntime_decoding_in_the_model_writes_the_events_of_the_numpy_path(
+    tmp_path: Path,
+) -> None:
+    """On onnxruntime the decode is appended to the model (the default on accelerators; asked
+    for here on the CPU provider): same detections as numpy's, for both model families."""
+    for model in ("yolox-nano", "yolov8n"):
+        runs = {}
+        for on in (False, True):
+            out = tmp_path / f"{model}-{on}.jsonl"
+            result = cli(
+                str(FILE_CONFIG), "--set", f"det.decode_on_device={str(on).lower()}",
+                "--set", f"det.model={model}", "--set", "det.max_batch=4",
+                "--set", f"events.path={out}", "--set", "video.path=out/v.mp4",
+                "--max-frames", "16", "--stats", str(tmp_path / "stats.json"), cwd=tmp_path,
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr[-2000:]
+            stats = json.loads((tmp_path / "stats.json").read_text())["stages"]["det"]
+            assert stats["head_decode"] == ("in the model" if on else "host")
+            runs[on] = detections_by_frame(out)
+        assert len(runs[False]) == 16 and sum(len(d) for d in runs[False].values()) > 16
+        assert_same_detections(runs[False], runs[True])

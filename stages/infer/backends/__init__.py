@@ -10,6 +10,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from vapipe.stages.infer.backends.config import BackendConfig
+    from vapipe.stages.infer.backends.onnx_runtime import HeadChoice
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,15 @@ def padded_size(count: int, sizes: tuple[int, ...] | None) -> int:
     return next((size for size in sizes if size >= count), sizes[-1])
 
 
-def load_backend(path: str, name: str, config: BackendConfig, max_batch: int) -> Backend:
-    """The backend that ``config.type`` names, with ``path`` loaded and verified."""
+def load_backend(
+    path: str,
+    name: str,
+    config: BackendConfig,
+    max_batch: int,
+    head: HeadChoice | None = None,
+) -> Backend:
+    """The backend that ``config.type`` names, with ``path`` loaded and verified. ``head``
+    chooses the YOLO head to decode inside the model on onnxruntime (see OnnxBackend)."""
     if config.type == "auto":
         from vapipe.stages.infer.backends.choice import resolve
 
@@ -82,4 +90,4 @@ def load_backend(path: str, name: str, config: BackendConfig, max_batch: int) ->
         return TorchBackend(path, name=name, config=config, max_batch=max_batch)
     from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
-    return OnnxBackend(path, name=name, config=config, max_batch=max_batch)
+    return OnnxBackend(path, name=name, config=config, max_batch=max_batch, head=head)

@@ -8,6 +8,8 @@ import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -23,11 +25,25 @@ from vapipe.stages.infer.backends import (
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic, outputs_agree
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
+from vapipe.stages.infer.graph_decode import CANDIDATES, HeadLayout, append_decode, unsupported
 
 log = logging.getLogger(__name__)
 
 FP16_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"], eps.ALIASES["openvino"]}
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+HeadChoice = Callable[[ModelInfo, bool], HeadLayout | None]
+
+
+def model_info(session: Any) -> ModelInfo:
+    """What a session's model says about its first input and output."""
+    model_in, model_out = session.get_inputs()[0], session.get_outputs()[0]
+    return ModelInfo(
+        model_in.name,
+        list(model_in.shape),
+        np.dtype(DTYPES.get(model_in.type, np.float32)),
+        list(model_out.shape),
+        dict(session.get_modelmeta().custom_metadata_map),
+    )
 
 
 class OnnxBackend:
@@ -38,7 +54,10 @@ class OnnxBackend:
         name: str,
         config: OnnxRuntimeConfig,
         max_batch: int,
+        head: HeadChoice | None = None,
     ) -> None:
+        """``head`` says, from the model's shapes and whether an accelerator was requested,
+        which YOLO head to decode inside the model (:mod:`graph_decode`); None: on the host."""
         import onnxruntime as ort
 
         self._ort = ort
@@ -63,32 +82,61 @@ class OnnxBackend:
         elif fixed_batch is None:
             self.batch_mode = "dynamic"
         on_cpu_only = names == [eps.CPU]
-        self.session = on_cpu if on_cpu_only else self._session(model, names, options, profile=True)
+        self.info = model_info(on_cpu)
+        self._raw_output = on_cpu.get_outputs()[0].name
+        self.head: HeadLayout | None = None
+        self.head_problem: str | None = None
+        if head is not None:
+            model = self._with_decode(model, head(self.info, not on_cpu_only))
+        if on_cpu_only:
+            self.session = on_cpu if self.head is None else self._session(model, names, options)
+        else:
+            self.session = self._session(model, names, options, profile=True)
         self.device = self.session.get_providers()[0]
         if config.fp16 and self.device not in FP16_PROVIDERS:
             log.warning(
                 "%s: fp16 is not applied on %s (use a float16 model there)", name, self.device
             )
-        meta = self.session.get_modelmeta().custom_metadata_map
-        model_in, model_out = self.session.get_inputs()[0], self.session.get_outputs()[0]
-        self.info = ModelInfo(
-            model_in.name,
-            list(model_in.shape),
-            np.dtype(DTYPES.get(model_in.type, np.float32)),
-            list(model_out.shape),
-            dict(meta),
-        )
         self.batch_sizes = self._batch_sizes(fixed_batch, max_batch)
         self.use_io_binding = config.io_binding == "on" or (
             config.io_binding == "auto" and self.device != eps.CPU
         )
-        self._output_name = model_out.name
-        self.placement = {} if on_cpu_only else self._placement(self.session)
+        self._output_name = CANDIDATES if self.head else self._raw_output
+        # The CUDA provider keeps cuDNN state per calling thread, and cuDNN builds its
+        # convolution plans (compiling kernels with NVRTC) per state: a session warmed in
+        # one thread and run from others compiled for seconds in the middle of the run (py-spy
+        # on an H200: 7.7 fps with two workers). Every call on an accelerator runs on the
+        # backend's own thread, the one that warms it; workers still overlap the rest.
+        self._caller = (
+            ThreadPoolExecutor(1, thread_name_prefix=f"{name}-session")
+            if self.device != eps.CPU
+            else None
+        )
+        self.placement: dict[str, int] = {}
+        self.cpu_ops: dict[str, int] = {}
+        if not on_cpu_only:
+            self.placement, cpu_ops = self._placement(self.session)
+            self.cpu_ops = cpu_ops if len(self.placement) > 1 else {}
         self.max_error: float | None = None
         if self.device != eps.CPU:
             fp16 = config.fp16 and self.device in FP16_PROVIDERS
             self.max_error = self._verify(on_cpu, tolerance=5e-2 if fp16 else 1e-3)
             self._warm()
+
+    def _with_decode(self, model: str | bytes, layout: HeadLayout | None) -> str | bytes:
+        """``model`` with the head decode appended when ``layout`` is given and it fits."""
+        if layout is None:
+            return model
+        import onnx
+
+        proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(model)
+        self.head_problem = unsupported(proto, layout)
+        if self.head_problem:
+            log.info("%s: head decoded on the host: %s", self.name, self.head_problem)
+            return model
+        self.head = layout
+        log.info("%s: head decode appended to the model (%s)", self.name, layout.family.value)
+        return append_decode(proto, layout).SerializeToString()  # type: ignore[attr-defined]
 
     def _providers(self, config: OnnxRuntimeConfig) -> tuple[list[str], list[dict[str, Any]]]:
         """The providers to try, in order, with their options; unavailable ones are logged."""
@@ -128,7 +176,7 @@ class OnnxBackend:
         sample = np.random.default_rng(0).random(concrete_shape(self.info, batch), np.float32)
         sample = sample.astype(self.info.input_dtype)
         expected = on_cpu.run(None, {self.info.input_name: sample})[0].astype(np.float32)
-        got = self.run(sample).astype(np.float32)
+        got = self._run(sample, self._raw_output).astype(np.float32)
         error = relative_error(got, expected)
         if not np.isfinite(error) or error > tolerance:
             raise PipelineError(
@@ -230,35 +278,41 @@ class OnnxBackend:
         self.batch_mode = "dynamic (rewritten)"
         return rewrite.model, candidate
 
-    def _placement(self, session: Any) -> dict[str, int]:
-        """Kernels per provider, from one profiled warm-up run: ONNX Runtime may silently put
-        nodes that the accelerator cannot take on the CPU."""
+    def _placement(self, session: Any) -> tuple[dict[str, int], dict[str, int]]:
+        """Kernels per provider, and the CPU's by op type, from one profiled warm-up run:
+        ONNX Runtime may silently put nodes that the accelerator cannot take on the CPU."""
         shape = concrete_shape(self.info)
         try:
-            session.run(None, {self.info.input_name: np.zeros(shape, self.info.input_dtype)})
+            feed = {self.info.input_name: np.zeros(shape, self.info.input_dtype)}
+            self._on_caller(session.run, None, feed)
             profile = session.end_profiling()
             with open(profile, encoding="utf-8") as handle:
                 events = json.load(handle)
             os.unlink(profile)
         except Exception as exc:  # a report, never a reason to fail the run
             log.debug("%s: node placement unknown: %s", self.name, exc)
-            return {}
-        counts = Counter(
-            event["args"]["provider"]
+            return {}, {}
+        kernels = [
+            event["args"]
             for event in events
             if event.get("cat") == "Node"
             and "provider" in event.get("args", {})
             and event["name"].endswith("_kernel_time")
+        ]
+        counts = Counter(args["provider"] for args in kernels)
+        on_cpu = Counter(
+            args.get("op_name", "?") for args in kernels if args["provider"] == eps.CPU
         )
         if counts.get(eps.CPU) and len(counts) > 1:
             log.warning(
-                "%s: %d of %d kernels run on the CPU, not on %s",
+                "%s: %d of %d kernels run on the CPU, not on %s (%s)",
                 self.name,
                 counts[eps.CPU],
                 sum(counts.values()),
                 self.device,
+                ", ".join(f"{op} x{n}" for op, n in on_cpu.most_common()),
             )
-        return dict(counts)
+        return dict(counts), dict(on_cpu)
 
     def run(self, batch: np.ndarray) -> np.ndarray:
         count = batch.shape[0]
@@ -273,14 +327,25 @@ class OnnxBackend:
             return self._run(np.concatenate((batch, pad)))[:count]
         return self._run(batch)
 
-    def _run(self, batch: np.ndarray) -> np.ndarray:
+    def _run(self, batch: np.ndarray, output: str | None = None) -> np.ndarray:
+        """The named output (default: what ``run`` returns) for an exactly-sized batch."""
+        output = output or self._output_name
+        return self._on_caller(self._call, batch, output)
+
+    def _on_caller(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` on the session's own thread where it has one."""
+        if self._caller is None:
+            return function(*args)
+        return self._caller.submit(function, *args).result()
+
+    def _call(self, batch: np.ndarray, output: str) -> np.ndarray:
         if self.use_io_binding:
             binding = self.session.io_binding()
             binding.bind_cpu_input(self.info.input_name, batch)
-            binding.bind_output(self._output_name)
+            binding.bind_output(output)
             self.session.run_with_iobinding(binding)
             return binding.copy_outputs_to_cpu()[0]
-        return self.session.run([self._output_name], {self.info.input_name: batch})[0]
+        return self.session.run([output], {self.info.input_name: batch})[0]
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -290,8 +355,11 @@ class OnnxBackend:
             "batch_sizes": self.batch_sizes,
             "io_binding": self.use_io_binding,
             "node_placement": self.placement or None,
+            "cpu_ops": self.cpu_ops or None,
             "max_rel_error_vs_cpu": self.max_error,
         }
 
     def close(self) -> None:
+        if self._caller is not None:
+            self._caller.shutdown()
         self.session = None

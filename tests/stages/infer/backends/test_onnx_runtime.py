@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -102,8 +104,9 @@ def test_node_placement_report_counts_kernels_per_provider() -> None:
     chosen = backend(path)
     assert chosen.placement == {}, "CPU-only runs skip the profiled warm-up"
     profiled = chosen._session(str(path), [eps.CPU], [{}], profile=True)
-    counts = chosen._placement(profiled)
+    counts, by_op = chosen._placement(profiled)
     assert set(counts) == {eps.CPU} and counts[eps.CPU] > 50, counts
+    assert by_op["Conv"] > 40 and sum(by_op.values()) == counts[eps.CPU], by_op
 
 
 def test_refused_optional_provider_options_are_dropped_and_retried(
@@ -143,6 +146,7 @@ class FakeCuda:
     ``skew`` adds to every output, as a provider that computes something else would."""
 
     shapes: list[tuple[int, ...]] = []
+    threads_seen: list[int] = []
     skew = 0.0
 
     def __init__(self, session: object) -> None:
@@ -156,6 +160,7 @@ class FakeCuda:
 
     def run(self, names, feed):  # type: ignore[no-untyped-def]
         FakeCuda.shapes.append(next(iter(feed.values())).shape)
+        FakeCuda.threads_seen.append(threading.get_ident())
         return [out + FakeCuda.skew for out in self._session.run(names, feed)]
 
 
@@ -164,7 +169,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[FakeCuda]:
     import onnxruntime as ort
 
     real = ort.InferenceSession
-    FakeCuda.shapes, FakeCuda.skew = [], 0.0
+    FakeCuda.shapes, FakeCuda.threads_seen, FakeCuda.skew = [], [], 0.0
     given: list[list[dict]] = []
 
     def session(model, options=None, providers=None, provider_options=None):  # type: ignore[no-untyped-def]
@@ -208,3 +213,44 @@ def test_an_accelerator_that_disagrees_with_the_cpu_is_refused(fake_cuda: type[F
     with pytest.raises(PipelineError, match=r"det: CUDAExecutionProvider computes different "
                        r"outputs than the CPU \(relative error"):  # fmt: skip
         backend(asset("models", "yolox_nano.onnx"), max_batch=4, io_binding="off")
+
+
+def test_an_accelerator_session_is_warmed_and_run_on_one_thread_of_its_own(
+    fake_cuda: type[FakeCuda],
+) -> None:
+    """cuDNN plans are per calling thread: runs from the pipeline's worker threads must land
+    on the thread that warmed the session, or they compile in the middle of the run."""
+    chosen = backend(asset("models", "yolox_nano.onnx"), max_batch=4, io_binding="off")
+    warmed = set(fake_cuda.threads_seen)
+    assert len(warmed) == 1 and threading.get_ident() not in warmed
+    batches = [images(n, 416, seed=n) for n in (1, 2, 3, 4, 2, 1)]
+    with ThreadPoolExecutor(3) as workers:
+        outputs = list(workers.map(chosen.run, batches))
+    assert set(fake_cuda.threads_seen) == warmed
+    for batch, output in zip(batches, outputs, strict=True):
+        np.testing.assert_array_equal(output, chosen.run(batch))  # in order, per batch
+        assert output.shape[0] == len(batch)
+    chosen.close()
+
+
+def test_the_head_is_asked_for_with_whether_an_accelerator_runs_it(
+    fake_cuda: type[FakeCuda],
+) -> None:
+    from vapipe.stages.infer.graph_decode import HeadLayout
+    from vapipe.stages.infer.heads import Family
+
+    asked: list[bool] = []
+
+    def head(info, accelerated):  # type: ignore[no-untyped-def]
+        asked.append(accelerated)
+        return HeadLayout(Family.YOLOX, 416, 416)
+
+    path = str(asset("models", "yolox_nano.onnx"))
+    for providers in (["cuda"], ["cpu"]):
+        config = OnnxRuntimeConfig(providers=providers, io_binding="off")
+        chosen = OnnxBackend(path, name="det", config=config, max_batch=2, head=head)
+        assert chosen.run(images(2, 416)).shape == (2, 3549, 6)
+        assert chosen.stats()["max_rel_error_vs_cpu"] == (
+            None if providers == ["cpu"] else pytest.approx(0, abs=1e-5)
+        )
+    assert asked == [True, False]
