@@ -9,7 +9,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -102,16 +101,7 @@ class OnnxBackend:
             config.io_binding == "auto" and self.device != eps.CPU
         )
         self._output_name = CANDIDATES if self.head else self._raw_output
-        # The CUDA provider keeps cuDNN state per calling thread, and cuDNN builds its
-        # convolution plans (compiling kernels with NVRTC) per state: a session warmed in
-        # one thread and run from others compiled for seconds in the middle of the run (py-spy
-        # on an H200: 7.7 fps with two workers). Every call on an accelerator runs on the
-        # backend's own thread, the one that warms it; workers still overlap the rest.
-        self._caller = (
-            ThreadPoolExecutor(1, thread_name_prefix=f"{name}-session")
-            if self.device != eps.CPU
-            else None
-        )
+        self.sessions = self._sessions_per_shape(model, names, options)
         self.placement: dict[str, int] = {}
         self.cpu_ops: dict[str, int] = {}
         if not on_cpu_only:
@@ -169,15 +159,41 @@ class OnnxBackend:
             return batch_ladder(max_batch)
         return None
 
+    def _sessions_per_shape(
+        self, model: str | bytes, names: list[str], options: list[dict[str, Any]]
+    ) -> dict[int, Any]:
+        """One session per batch shape on an accelerator, each with that shape fixed.
+
+        Whenever the input shape differs from its previous call, the CUDA provider builds its
+        cuDNN convolution plans again, compiling kernels with NVRTC: py-spy caught a pipeline's
+        one session doing that in steady state, with batches of 1 to 16 frames (5-35 fps
+        where the same session ran 200-470 fps at one size). MIGraphX likewise recompiles on a
+        shape change. A session that only ever sees one shape plans once, at load."""
+        if self.device == eps.CPU or not self.batch_sizes or len(self.batch_sizes) < 2:
+            return {}
+        started = time.monotonic()
+        # The profiled session has run batch 1 (the placement report): it keeps that size.
+        sessions = {1: self.session} if 1 in self.batch_sizes else {}
+        for size in self.batch_sizes:
+            if size not in sessions:
+                sessions[size] = self._session(model, names, options, batch=size)
+        log.info(
+            "%s: one %s session per batch shape (%s) in %.1f s",
+            self.name,
+            self.device,
+            ", ".join(map(str, self.batch_sizes)),
+            time.monotonic() - started,
+        )
+        return sessions
+
     def _verify(self, on_cpu: Any, tolerance: float) -> float:
-        """The accelerator's output against the CPU's on the same input, once at load: a
-        provider that computes something else must fail here, not draw wrong boxes."""
-        batch = 2 if self.batch_sizes is None or len(self.batch_sizes) > 1 else None
-        sample = np.random.default_rng(0).random(concrete_shape(self.info, batch), np.float32)
-        sample = sample.astype(self.info.input_dtype)
-        expected = on_cpu.run(None, {self.info.input_name: sample})[0].astype(np.float32)
-        got = self._run(sample, self._raw_output).astype(np.float32)
-        error = relative_error(got, expected)
+        """The accelerator's output against the CPU's on the same input, once at load, at the
+        second and the largest batch shape: a provider that computes something else must
+        fail here, not draw wrong boxes."""
+        sizes = self.batch_sizes or (2,)
+        error = max(
+            self._error_at(on_cpu, size) for size in {sizes[min(1, len(sizes) - 1)], sizes[-1]}
+        )
         if not np.isfinite(error) or error > tolerance:
             raise PipelineError(
                 f"{self.name}: {self.device} computes different outputs than the CPU "
@@ -186,6 +202,13 @@ class OnnxBackend:
             )
         log.info("%s: %s agrees with the CPU (relative error %.2g)", self.name, self.device, error)
         return error
+
+    def _error_at(self, on_cpu: Any, size: int) -> float:
+        shape = concrete_shape(self.info, size)
+        sample = np.random.default_rng(size).random(shape, np.float32)
+        sample = sample.astype(self.info.input_dtype)
+        expected = on_cpu.run(None, {self.info.input_name: sample})[0].astype(np.float32)
+        return relative_error(self._run(sample, self._raw_output).astype(np.float32), expected)
 
     def _warm(self) -> None:
         """Run every batch shape once now, so that no frame waits for a compile or a search."""
@@ -208,9 +231,15 @@ class OnnxBackend:
         names: list[str],
         options: list[dict[str, Any]],
         profile: bool = False,
+        batch: int | None = None,
     ) -> Any:
+        """A session of ``model``; with ``batch``, the model's batch dimension fixed to it
+        (so shape arithmetic folds at load) where the dimension has a name."""
         ort = self._ort
         session_options = ort.SessionOptions()
+        dimension = self.info.input_shape[0] if batch else None
+        if isinstance(dimension, str):
+            session_options.add_free_dimension_override_by_name(dimension, batch)
         if profile:  # for the node placement report; stopped after the warm-up run
             session_options.enable_profiling = True
             session_options.profile_file_prefix = os.path.join(
@@ -236,7 +265,7 @@ class OnnxBackend:
                     exc,
                     ", ".join(sorted(eps.OPTIONAL_KEYS)),
                 )
-                return self._session(model, names, trimmed, profile)
+                return self._session(model, names, trimmed, profile, batch)
             shown = model if isinstance(model, str) else "the batch-dynamic model"
             raise PipelineError(f"cannot load model {shown}: {exc}") from exc
 
@@ -283,8 +312,7 @@ class OnnxBackend:
         ONNX Runtime may silently put nodes that the accelerator cannot take on the CPU."""
         shape = concrete_shape(self.info)
         try:
-            feed = {self.info.input_name: np.zeros(shape, self.info.input_dtype)}
-            self._on_caller(session.run, None, feed)
+            session.run(None, {self.info.input_name: np.zeros(shape, self.info.input_dtype)})
             profile = session.end_profiling()
             with open(profile, encoding="utf-8") as handle:
                 events = json.load(handle)
@@ -330,22 +358,14 @@ class OnnxBackend:
     def _run(self, batch: np.ndarray, output: str | None = None) -> np.ndarray:
         """The named output (default: what ``run`` returns) for an exactly-sized batch."""
         output = output or self._output_name
-        return self._on_caller(self._call, batch, output)
-
-    def _on_caller(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` on the session's own thread where it has one."""
-        if self._caller is None:
-            return function(*args)
-        return self._caller.submit(function, *args).result()
-
-    def _call(self, batch: np.ndarray, output: str) -> np.ndarray:
+        session = self.sessions.get(batch.shape[0], self.session)
         if self.use_io_binding:
-            binding = self.session.io_binding()
+            binding = session.io_binding()
             binding.bind_cpu_input(self.info.input_name, batch)
             binding.bind_output(output)
-            self.session.run_with_iobinding(binding)
+            session.run_with_iobinding(binding)
             return binding.copy_outputs_to_cpu()[0]
-        return self.session.run([output], {self.info.input_name: batch})[0]
+        return session.run([output], {self.info.input_name: batch})[0]
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -353,6 +373,7 @@ class OnnxBackend:
             "providers_requested": self._names,
             "batch_mode": self.batch_mode,
             "batch_sizes": self.batch_sizes,
+            "sessions": len(self.sessions) or 1,
             "io_binding": self.use_io_binding,
             "node_placement": self.placement or None,
             "cpu_ops": self.cpu_ops or None,
@@ -360,6 +381,5 @@ class OnnxBackend:
         }
 
     def close(self) -> None:
-        if self._caller is not None:
-            self._caller.shutdown()
+        self.sessions.clear()
         self.session = None
