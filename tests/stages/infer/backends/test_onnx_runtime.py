@@ -146,6 +146,7 @@ class FakeCuda:
 
     shapes: list[tuple[int, ...]] = []
     skew = 0.0
+    provider = "CUDAExecutionProvider"
 
     def __init__(self, session: object) -> None:
         self._session = session
@@ -155,7 +156,7 @@ class FakeCuda:
         return getattr(self._session, name)
 
     def get_providers(self) -> list[str]:
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        return [FakeCuda.provider, "CPUExecutionProvider"]
 
     def run(self, names, feed):  # type: ignore[no-untyped-def]
         FakeCuda.shapes.append(next(iter(feed.values())).shape)
@@ -168,12 +169,12 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[FakeCuda]:
     import onnxruntime as ort
 
     real = ort.InferenceSession
-    FakeCuda.shapes, FakeCuda.skew = [], 0.0
+    FakeCuda.shapes, FakeCuda.skew, FakeCuda.provider = [], 0.0, "CUDAExecutionProvider"
     given: list[list[dict]] = []
 
     def session(model, options=None, providers=None, provider_options=None):  # type: ignore[no-untyped-def]
         inner = real(model, options, providers=["CPUExecutionProvider"])
-        if providers and "CUDAExecutionProvider" in providers:
+        if providers and FakeCuda.provider in providers:
             given.append(provider_options)
             FakeCuda.threads = options.intra_op_num_threads  # type: ignore[attr-defined]
             return FakeCuda(inner)
@@ -181,7 +182,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[FakeCuda]:
 
     monkeypatch.setattr(ort, "InferenceSession", session)
     monkeypatch.setattr(
-        ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        ort, "get_available_providers", lambda: [FakeCuda.provider, "CPUExecutionProvider"]
     )
     FakeCuda.given = given  # type: ignore[attr-defined]
     return FakeCuda
@@ -251,3 +252,29 @@ def test_the_head_is_asked_for_with_whether_an_accelerator_runs_it(
             None if providers == ["cpu"] else pytest.approx(0, abs=1e-5)
         )
     assert asked == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("alias", "expected"),
+    [
+        ("migraphx", {"migraphx_fp16_enable": 1, "migraphx_model_cache_dir": "CACHE"}),
+        ("rocm", {"tunable_op_enable": 1, "tunable_op_tuning_enable": 0}),
+    ],
+)
+def test_amd_providers_get_their_options_and_a_session_per_shape(
+    fake_cuda: type[FakeCuda], tmp_path: Path, alias: str, expected: dict
+) -> None:
+    """No AMD GPU here: a CPU session that says it is MIGraphX or ROCm takes the same path."""
+    fake_cuda.provider = eps.ALIASES[alias]
+    cache = str(tmp_path / "compiled")
+    chosen = backend(
+        asset("models", "yolox_nano.onnx"), max_batch=4, io_binding="off",
+        providers=[alias, "cpu"], fp16=True, cache_dir=cache,
+    )  # fmt: skip
+    assert chosen.device == eps.ALIASES[alias]
+    options = fake_cuda.given[0][0]  # type: ignore[attr-defined]
+    for key, value in expected.items():
+        assert options[key] == (cache if value == "CACHE" else value), options
+    assert sorted(chosen.sessions) == [1, 2, 4]
+    chosen.run(images(3, 416))
+    assert {shape[0] for shape in chosen.sessions[4].seen} == {4}
