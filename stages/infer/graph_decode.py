@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vapipe.stages.detections import Detections
-from vapipe.stages.infer.heads import Family, yolox_grid
+from vapipe.stages.infer.heads import Family, grid_cells, yolox_grid
 
 CANDIDATES = "vapipe_candidates"
 """The appended output: (batch, anchors, 6) float32."""
@@ -44,6 +44,12 @@ def unsupported(model: object, layout: HeadLayout) -> str | None:
         return f"the model's opset {opset} is older than {MIN_OPSET}"
     if len(model.graph.output) < 1:  # type: ignore[attr-defined]
         return "the model has no output"
+    dims = model.graph.output[0].type.tensor_type.shape.dim  # type: ignore[attr-defined]
+    anchors = dims[1].dim_value if len(dims) == 3 else 0
+    cells = grid_cells(layout.input_w, layout.input_h)
+    if layout.family is Family.YOLOX and anchors and anchors != cells:
+        # The numpy decoder then says so, naming the input size, at the first batch.
+        return f"its {anchors} anchors do not fit the {cells} cells of the input's grid"
     return None
 
 
@@ -55,10 +61,12 @@ def append_decode(model: object, layout: HeadLayout) -> object:
 
     graph = model.graph  # type: ignore[attr-defined]
     nodes: list[onnx.NodeProto] = []
-    constants: list[onnx.TensorProto] = []
+    constants: dict[str, onnx.TensorProto] = {}
 
     def const(name: str, value: np.ndarray) -> str:
-        constants.append(numpy_helper.from_array(value, PREFIX + name))
+        """An initializer, made once per name (ONNX requires names to be unique)."""
+        if PREFIX + name not in constants:
+            constants[PREFIX + name] = numpy_helper.from_array(value, PREFIX + name)
         return PREFIX + name
 
     def op(kind: str, inputs: Sequence[str], **attributes: object) -> str:
@@ -87,7 +95,7 @@ def append_decode(model: object, layout: HeadLayout) -> object:
     if family is Family.YOLOX:
         grid, stride = yolox_grid(layout.input_w, layout.input_h)
         centre = op("Mul", [op("Add", [centre, const("grid", grid)]), const("stride", stride)])
-        size = op("Mul", [op("Exp", [size]), PREFIX + "stride"])
+        size = op("Mul", [op("Exp", [size]), const("stride", stride)])
     if family is Family.YOLOV8:
         scores = columns(head, 4, -1)
     else:
@@ -104,7 +112,7 @@ def append_decode(model: object, layout: HeadLayout) -> object:
     nodes.append(helper.make_node("Concat", rows, [CANDIDATES], name=PREFIX + "rows", axis=2))
     batch = graph.output[0].type.tensor_type.shape.dim[0]
     graph.node.extend(nodes)
-    graph.initializer.extend(constants)
+    graph.initializer.extend(constants.values())
     graph.output.append(
         helper.make_tensor_value_info(
             CANDIDATES,

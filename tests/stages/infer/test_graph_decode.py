@@ -38,6 +38,7 @@ def passthrough_model(shape: list[int | str], opset: int = 13, dtype: int = Tens
 
 def run_candidates(model: onnx.ModelProto, layout: HeadLayout, feed: np.ndarray) -> np.ndarray:
     extended = append_decode(model, layout)
+    onnx.checker.check_model(extended, full_check=True)  # unique names, shapes that fit
     session = ort.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run([CANDIDATES], {session.get_inputs()[0].name: feed})[0]
 
@@ -114,6 +115,8 @@ def test_what_cannot_be_decoded_in_the_model_says_why() -> None:
     assert old == "the model's opset 10 is older than 11"
     end2end = unsupported(passthrough_model(shape), HeadLayout(Family.END2END, 64, 64))
     assert end2end == "end2end heads are decoded in the model already"
+    wrong_size = unsupported(passthrough_model(shape), HeadLayout(Family.YOLOX, 96, 64))
+    assert wrong_size == "its 84 anchors do not fit the 126 cells of the input's grid"
 
 
 def test_the_backend_decodes_on_the_host_when_the_model_cannot(tmp_path) -> None:
