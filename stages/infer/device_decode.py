@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vapipe.stages.detections import Detections
-from vapipe.stages.infer.heads import STRIDES, Family
+from vapipe.stages.infer.heads import Family, yolox_grid_for
 
 if TYPE_CHECKING:
     from vapipe.stages.nms import NmsConfig
@@ -99,23 +99,9 @@ class DeviceDecoder:
     def _grid(self, device: Any, anchors: int) -> tuple[Any, Any]:
         key = (device, anchors)
         if key not in self._grids:
-            torch = self.torch
-            grids, strides = [], []
-            for stride in STRIDES:
-                ys, xs = torch.meshgrid(
-                    torch.arange(self.input_h // stride, device=device),
-                    torch.arange(self.input_w // stride, device=device),
-                    indexing="ij",
-                )
-                grids.append(torch.stack((xs, ys), dim=-1).reshape(-1, 2))
-                strides.append(torch.full((grids[-1].shape[0], 1), stride, device=device))
-            grid = torch.cat(grids).float()
-            if grid.shape[0] != anchors:
-                raise ValueError(
-                    f"YOLOX output has {anchors} anchors, expected {grid.shape[0]} "
-                    f"for a {self.input_w}x{self.input_h} input"
-                )
-            self._grids[key] = (grid, torch.cat(strides).float())
+            grid, stride = yolox_grid_for(anchors, self.input_w, self.input_h)
+            to_device = self.torch.from_numpy
+            self._grids[key] = (to_device(grid).to(device), to_device(stride).to(device))
         return self._grids[key]
 
     def _select(self, boxes: Any, scores: Any) -> list[Detections]:

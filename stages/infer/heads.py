@@ -114,15 +114,21 @@ def yolox_grid(input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(grids).astype(np.float32), np.concatenate(strides).astype(np.float32)
 
 
+def yolox_grid_for(anchors: int, input_w: int, input_h: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`yolox_grid`, checked against the output's anchor count."""
+    grid, stride = yolox_grid(input_w, input_h)
+    if anchors != grid.shape[0]:
+        raise ValueError(
+            f"YOLOX output has {anchors} anchors, expected {grid.shape[0]} "
+            f"for a {input_w}x{input_h} input"
+        )
+    return grid, stride
+
+
 def _decode_yolox(
     image: np.ndarray, input_w: int, input_h: int, names: Sequence[str]
 ) -> Detections:
-    grid, stride = yolox_grid(input_w, input_h)
-    if image.shape[0] != grid.shape[0]:
-        raise ValueError(
-            f"YOLOX output has {image.shape[0]} anchors, expected {grid.shape[0]} "
-            f"for a {input_w}x{input_h} input"
-        )
+    grid, stride = yolox_grid_for(image.shape[0], input_w, input_h)
     centres = (image[:, :2] + grid) * stride
     sizes = np.exp(image[:, 2:4]) * stride
     scores = image[:, 4:5] * image[:, 5:]
