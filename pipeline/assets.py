@@ -2,7 +2,9 @@
 
 Order: ``$VAPIPE_ASSETS/<kind>/``, ``./assets/<kind>/``, the user cache
 (``$XDG_CACHE_HOME/vapipe`` or ``~/.cache/vapipe``), then the manifest's upstream URL with
-a sha256 check (skipped when ``VAPIPE_OFFLINE=1``).
+a sha256 check (skipped when ``VAPIPE_OFFLINE=1``). A file found locally under a manifest
+name is checked against the manifest's sha256 too (``also_sha256`` lists known equivalent
+exports): another file is used, with a warning that says so.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def fetch(kind: Kind, name: str, *, force_download: bool = False) -> Path:
             candidate = folder / entry["file"]
             if candidate.is_file():
                 log.debug("%s '%s' found at %s", LABELS[kind], name, candidate)
+                check_local(kind, name, entry, candidate)
                 return candidate
     looked = ", ".join(str(d) for d in dirs)
     if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
@@ -127,6 +130,43 @@ def fetch(kind: Kind, name: str, *, force_download: bool = False) -> Path:
             kind, name, looked, f"downloading {entry['url']} failed: {reason}"
         ) from None
     return target
+
+
+_checked: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, per process
+_warned: set[str] = set()
+
+
+def file_sha256(path: Path) -> str:
+    info = path.stat()
+    key = (str(path.resolve()), info.st_size, info.st_mtime_ns)
+    if key not in _checked:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        _checked[key] = digest.hexdigest()
+    return _checked[key]
+
+
+def check_local(kind: Kind, name: str, entry: dict[str, Any], path: Path) -> bool:
+    """Whether a local file under a manifest name is the manifest's file; a warning (once per
+    file and process) when it is not."""
+    expected = entry.get("sha256")
+    if not expected:
+        return True
+    known = {expected, *entry.get("also_sha256", [])}
+    digest = file_sha256(path)
+    if digest in known:
+        return True
+    if digest not in _warned:
+        _warned.add(digest)
+        log.warning(
+            "%s '%s' at %s is not the manifest's file (sha256 %s..., expected %s...): used as "
+            "it is; 'run-pipeline fetch --force %s%s' downloads the published one to %s",
+            LABELS[kind], name, path, digest[:12], expected[:12],
+            "" if kind == "models" else SAMPLE_SCHEME, name, cache_dir() / kind,
+        )  # fmt: skip
+    return False
 
 
 def _download_entry(entry: dict[str, Any], target: Path) -> None:

@@ -151,7 +151,7 @@ def run_main(argv: list[str]) -> int:
 
     try:
         spec = config_module.load(args.config, args.overrides)
-        graph = graph_module.build(spec)
+        graph = graph_module.build(spec, {args.stats: "--stats"} if args.stats else None)
         if args.stats:
             _check_writable(Path(args.stats))
         assets.prepare(

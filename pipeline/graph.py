@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 
 from vapipe.pipeline.config import ConfigSpec, NodeSpec, normalise_link
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.outputs import FileClaims
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import SourceStage
 from vapipe.pipeline.validation import suggest
@@ -57,8 +58,9 @@ class Graph:
         return seen
 
 
-def build(spec: ConfigSpec) -> Graph:
-    """Check links and topology; raise ConfigError on the first problem."""
+def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Graph:
+    """Check links, topology and files; raise ConfigError on the first problem.
+    ``also_written``: files the run writes besides its nodes' (path -> what writes it)."""
     pairs: list[tuple[str, str]] = []
     for chain in spec.links:
         names = [part.strip() for part in chain.split("!")]
@@ -102,12 +104,13 @@ def build(spec: ConfigSpec) -> Graph:
 
     order = _topological_order(spec, pairs)
     edges = [_edge(spec, src, dst) for src, dst in pairs]
-    _check_files(spec)
+    _check_files(spec, also_written or {})
     return Graph(spec=spec, order=order, edges=edges)
 
 
-def _check_files(spec: ConfigSpec) -> None:
-    """No node may write a file that a source reads, or that another node writes."""
+def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:
+    """No node may write a file that a source reads, or that another node writes; nor may
+    the run's other outputs (``also_written``: path -> what writes it, e.g. ``--stats``)."""
     sources = {
         name: node for name, node in spec.nodes.items() if issubclass(node.stage_cls, SourceStage)
     }
@@ -115,31 +118,28 @@ def _check_files(spec: ConfigSpec) -> None:
         node.stage_cls.source_id_of(name, node.config)  # type: ignore[attr-defined]
         for name, node in sources.items()
     ]
-
-    def real(path: str, node: str, key: str) -> str:
-        try:
-            return os.path.realpath(path)
-        except (ValueError, OSError) as exc:  # a NUL byte, a name too long
-            raise spec.error(f"invalid path {path!r}: {exc}", node=node, key=key) from None
-
-    owners: dict[str, str] = {}
+    claims = FileClaims()
     for name, node in sources.items():
-        for path in node.stage_cls.files_read(node.config):  # type: ignore[attr-defined]
-            owners.setdefault(real(path, name, "uri"), f"the input of node '{name}'")
+        try:
+            for names in node.stage_cls.files_read(node.config):  # type: ignore[attr-defined]
+                claims.read(names, f"the input of node '{name}'")
+        except ConfigError as exc:
+            raise spec.error(exc.message, node=name, key="uri") from None
     for name, node in spec.nodes.items():
         try:
-            written = node.stage_cls.files_written(node.config, source_ids)
+            node.stage_cls.check_for_sources(node.config, source_ids)
+            for names in node.stage_cls.files_written(node.config, source_ids):
+                clash = claims.write(names, f"node '{name}'")
+                if clash is not None:
+                    raise ConfigError(
+                        f"{names} is {clash}: writing it would destroy it", key="path"
+                    )
         except ConfigError as exc:
             raise spec.error(exc.message, node=name, key=exc.key) from None
-        for path in written:
-            resolved = real(path, name, "path")
-            if resolved in owners:
-                raise spec.error(
-                    f"{path} is {owners[resolved]}: writing it would destroy it",
-                    node=name,
-                    key="path",
-                )
-            owners[resolved] = f"also written by node '{name}'"
+    for path, writer in also_written.items():
+        clash = claims.write(path, writer)
+        if clash is not None:
+            raise ConfigError(f"{writer} {path} is {clash}: writing it would destroy it")
 
 
 def _edge(spec: ConfigSpec, src: str, dst: str) -> Edge:

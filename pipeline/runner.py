@@ -425,12 +425,13 @@ class Runner:
         stats["started"] = any(node.threads for node in self._nodes.values())
         return RunResult(code, self._error, stats)
 
-    def on_signal(self, signum: int) -> None:
-        """SIGINT or SIGTERM: the first drains, a second exits at once."""
-        if self.interrupted:
+    def on_signal(self, signum: int, exit_on_repeat: bool = True) -> None:
+        """SIGINT or SIGTERM: the first drains, a second exits at once (where asked)."""
+        if self.interrupted and exit_on_repeat:
             os._exit(EXIT_INTERRUPTED)  # second Ctrl-C: leave now
         self.interrupted = True
-        self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
+        again = " (again to exit at once)" if exit_on_repeat else ""
+        self.request_stop(f"{signal.Signals(signum).name}{again}")
 
 
 def exit_code_for(error: PipelineError | None, interrupted: bool) -> int:

@@ -8,6 +8,8 @@ machine. The parent (pipeline/shards.py) holds the real event sinks and the rest
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import resource
@@ -22,6 +24,8 @@ from vapipe.pipeline.config import ConfigSpec, NodeSpec
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import SourceStage, Stage, StageConfig
 
+log = logging.getLogger(__name__)
+
 Send = Callable[[tuple[Any, ...]], None]
 EARLY_STOP = threading.Event()
 
@@ -30,12 +34,17 @@ EARLY_STOP = threading.Event()
 class ShardJob:
     index: int
     config: str
+    """The config file's name (for messages): its text is ``config_text``."""
+    config_text: str
+    """The config as the run read it when it started: a shard started again later runs the
+    same graph, whatever has become of the file since (edited, deleted, a pipe)."""
     overrides: tuple[str, ...]
     sources: tuple[str, ...]
     max_frames: int | None = None
     device: str | None = None
-    resume: dict[str, tuple[int, float | None]] = field(default_factory=dict)
-    """Source node -> (next seq, last pts delivered), after a restart."""
+    resume: dict[str, tuple[int, float | None, float | None]] = field(default_factory=dict)
+    """Source node -> (next seq, last pts delivered, time.time() it was delivered), after a
+    restart."""
     restart: int = 0
     spawned_at: float | None = None
     """time.time() when the parent started this shard's process: start-up is measured from it."""
@@ -125,17 +134,25 @@ def run_shard(job: ShardJob, conn: Any) -> None:
         for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
             os.environ[variable] = job.device
     lock = threading.Lock()
+    parent_gone = threading.Event()
 
     def send(message: tuple[Any, ...]) -> None:
+        if parent_gone.is_set():
+            return
         with lock:
-            conn.send(message)
+            try:
+                conn.send(message)
+            except OSError:  # the parent died (SIGTERM is on its way): drain all the same
+                parent_gone.set()
+                log.warning("the parent process is gone: events are no longer delivered")
 
     try:
         code, error, stats = _run(job, send)
     except BaseException as exc:  # never a traceback wall from a shard: the parent says it
         code, error, stats = 1, f"shard {job.index}: {type(exc).__name__}: {exc}", {}
     send(("done", code, error, stats))
-    conn.close()
+    with contextlib.suppress(OSError):
+        conn.close()
 
 
 def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
@@ -148,7 +165,8 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
 
     setup_logging(job.log_level, job.log_format, prefix=f"shard{job.index} ")
     try:
-        spec = subset(config_module.load(job.config, job.overrides), job.sources, job.restart)
+        spec = config_module.parse(job.config_text, job.config, job.overrides)
+        spec = subset(spec, job.sources, job.restart)
         graph = graph_module.build(spec)
     except ConfigError as exc:
         return EXIT_USAGE, str(exc), {}
@@ -167,7 +185,9 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
         make_stage=make_stage,
         sources_in_run=job.sources_in_run,
     )
-    install_stop_signals(runner.on_signal)
+    # Every SIGTERM here drains: the parent sends one (it kills a shard outright with SIGKILL),
+    # and its death sends one per thread it had (PR_SET_PDEATHSIG follows the creating thread).
+    install_stop_signals(lambda signum: runner.on_signal(signum, exit_on_repeat=False))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if EARLY_STOP.is_set():
         runner.on_signal(signal.SIGTERM)

@@ -65,6 +65,7 @@ class _Source:
     sinks: list[str]
     next_seq: dict[str, int] = field(default_factory=dict)  # per sink node
     last_pts: float | None = None
+    last_delivered: float | None = None  # time.time()
     down_since: float | None = None
     down_attempt: int = 0
 
@@ -243,15 +244,20 @@ class ShardRunner:
             )
 
     def _job(self, slot: _Slot) -> ShardJob:
-        resume: dict[str, tuple[int, float | None]] = {}
+        resume: dict[str, tuple[int, float | None, float | None]] = {}
         if slot.restarts:
             with self._lock:
                 for source in self._sources.values():
                     if source.node in slot.sources and source.next_seq:
-                        resume[source.node] = (min(source.next_seq.values()), source.last_pts)
+                        resume[source.node] = (
+                            min(source.next_seq.values()),
+                            source.last_pts,
+                            source.last_delivered,
+                        )
         return ShardJob(
             index=slot.index,
             config=self.graph.spec.file,
+            config_text=self.graph.spec.text,
             overrides=self.overrides,
             sources=slot.sources,
             max_frames=self.max_frames,
@@ -305,6 +311,7 @@ class ShardRunner:
         with self._lock:
             source.next_seq[sink] = seq + 1
             source.last_pts = pts if source.last_pts is None else max(source.last_pts, pts)
+            source.last_delivered = time.time()
 
     def _sources_down(self, slot: _Slot, reason: str) -> None:
         for source_id, source in self._sources.items():

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.urls import mask_credentials
 
 
@@ -106,9 +107,15 @@ class Stage:
         return []
 
     @classmethod
-    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str]:
-        """Files this node would write for these sources, checked before anything opens: no
-        output may be an input or another node's output."""
+    def check_for_sources(cls, config: Any, source_ids: Sequence[str]) -> None:
+        """Checks that need the run's source ids (a topic or name made from them), done before
+        anything opens; raises ConfigError."""
+
+    @classmethod
+    def files_written(cls, config: Any, source_ids: Sequence[str]) -> list[str | Names]:
+        """Files this node would write for these sources, every name it gives them on the way
+        (temporary names included), checked before anything opens: no output may be an input
+        or another node's output."""
         return []
 
 
@@ -140,7 +147,7 @@ class SourceStage(Stage):
         return name
 
     @classmethod
-    def files_read(cls, config: StageConfig) -> list[str]:
+    def files_read(cls, config: StageConfig) -> list[str | Names]:
         """Local files this source reads (none for cameras and URLs)."""
         return []
 
@@ -154,6 +161,7 @@ class SourceStage(Stage):
     def stop(self) -> None:
         """Asked from another thread to stop soon (Ctrl-C); ``frames`` should return."""
 
-    def resume_from(self, seq: int, pts: float | None) -> None:
+    def resume_from(self, seq: int, pts: float | None, wall: float | None = None) -> None:
         """Restarted after a shard died: continue at frame ``seq`` (a file skips the frames
-        before it; a camera numbers its next frame ``seq``, with pts after ``pts``)."""
+        before it; a camera numbers its next frame ``seq``, its pts after ``pts`` by the time
+        passed since ``wall``, the time.time() when that frame was delivered)."""

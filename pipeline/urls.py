@@ -14,21 +14,80 @@ import re
 import threading
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import parse_qsl, quote, unquote
 
-# scheme://user:password@host... The password may itself hold '@', '/' or '%40', so the
-# user-info runs to the last '@' before the host's end (whitespace, quote or end of text).
-_URL_WITH_USERINFO = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:?//)(?P<userinfo>[^\s'\"<>]*)@"
-    r"(?=[^\s'\"<>@]*(?:[\s'\"<>]|$))"
-)
-# scheme://user:pass with no '@' left: a URL cut short (a truncated message). Only a port
-# (digits) may follow the colon of a real host.
-_CUT_USERINFO = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:?//)[^\s'\"<>/@:]+:(?!\d+(?:[\s'\"<>/?]|$))[^\s'\"<>/@]*"
-    r"(?=[\s'\"<>]|$)"
-)
+# A URL's user-info is found token by token (a token ends at whitespace, a quote or <>), in
+# one pass over the text: a regular expression that tried a scheme at every letter was
+# quadratic (27 s for a 20,000-character source id). Within a token:
+# - scheme://user:password@host: the user-info runs from the first '//' that follows a
+#   scheme to the token's last '@' (a password may itself hold '@', '/' or '%40');
+# - scheme://user:pass with no '@' and no '/' after it: a URL cut short (a truncated message),
+#   unless what follows the colon is a port (digits, then the token's end or '?').
+# The colon of the scheme may have been mistyped away (``rtsp//``).
+_TOKEN = re.compile(r"[^\s'\"<>]+")
+_SCHEME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-"
+_LETTER = re.compile("[A-Za-z]")
+_PORT = re.compile(r"\d+(?:\?|$)")
+
+
+def _scheme_before(token: str, slashes: int, floor: int = 0) -> bool:
+    """Whether a scheme (a letter, then letters, digits, '+', '.' or '-', then an optional
+    ':') ends right before ``token[slashes]``. It cannot reach back past a '/', so ``floor``
+    (the end of the '//' before) bounds the look: the looks over one token are linear."""
+    end = slashes - 1 if slashes and token[slashes - 1] == ":" else slashes
+    head = token[floor:end]
+    run = head[len(head.rstrip(_SCHEME_CHARS)) :]
+    return _LETTER.search(run) is not None
+
+
+def _split_token(token: str) -> tuple[str, str | None, str]:
+    """(before, user-info or None, after) of a whole URL: ``before + user-info + after``."""
+    last_at = token.rfind("@")
+    floor, slashes = 0, token.find("//")
+    while slashes != -1 and slashes + 2 <= last_at:
+        if _scheme_before(token, slashes, floor):
+            return token[: slashes + 2], token[slashes + 2 : last_at], token[last_at:]
+        floor, slashes = slashes + 2, token.find("//", slashes + 2)
+    return token, None, ""
+
+
+def _mask_cut(text: str) -> str:
+    """``scheme://user:pass`` at the end of ``text`` masked. Only the last '//' can have
+    no '/' after it."""
+    slashes = text.rfind("//")
+    if slashes == -1 or not _scheme_before(text, slashes, text.rfind("/", 0, slashes) + 1):
+        return text
+    user, colon, password = text[slashes + 2 :].partition(":")
+    rest = text[slashes + 2 :]
+    if not user or not colon or "/" in rest or "@" in rest or _PORT.match(password):
+        return text
+    return text[: slashes + 2] + "***"
+
+
+def _masked_token(match: re.Match[str]) -> str:
+    token = match.group()
+    if "//" not in token:
+        return token
+    before, userinfo, after = _split_token(token)
+    if userinfo is None:
+        return _mask_cut(before)
+    return f"{before}***{after}" if "//" not in after else _mask_cut(f"{before}***{after}")
+
+
+def _userinfos(text: str) -> list[str]:
+    """The user-info of every ``scheme://user-info@host`` in ``text``."""
+    found = []
+    for match in _TOKEN.finditer(text):
+        _, userinfo, _ = _split_token(match.group())
+        if userinfo is not None:
+            found.append(userinfo)
+    return found
+
+
 _SECRET_KEYS = frozenset({"password", "passwd", "token", "secret", "api_key"})
+_SECRET_PARAM = re.compile(
+    r"token|key|secret|passw|pwd|signature|^sig$|auth|credential|session", re.IGNORECASE
+)
 _MIN_SECRET = 3  # shorter strings would mask ordinary words
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -36,8 +95,8 @@ _lock = threading.Lock()
 
 def mask_credentials(text: str) -> str:
     """``rtsp://admin:p@ss@cam/x`` -> ``rtsp://***@cam/x``; registered secrets -> ``***``."""
-    text = _URL_WITH_USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
-    text = _CUT_USERINFO.sub(lambda m: f"{m.group('scheme')}***", text)
+    if "//" in text:
+        text = _TOKEN.sub(_masked_token, text)
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")
@@ -51,27 +110,39 @@ def register_secret(value: str) -> None:
         _secrets.update(form for form in forms if len(form) >= _MIN_SECRET)
 
 
-def register_secrets_in(value: Any, key: str = "") -> None:
-    """Every secret a raw config holds: URL user-info anywhere, values of password-like keys
-    and of ``headers`` tables."""
+def register_secrets_in(value: Any, key: str = "", secret: bool = False) -> None:
+    """Every secret a raw config holds: URL user-info anywhere, secret-looking query values
+    of URLs (``?token=...``), and everything under a password-like key or ``headers``,
+    whatever its shape (a table where a string belongs is still a secret)."""
+    secret = secret or key.lower() in _SECRET_KEYS or key == "headers"
     if isinstance(value, dict):
         for name, item in value.items():
-            if name == "headers" and isinstance(item, dict):
-                _register_all(v for v in item.values() if isinstance(v, str))
-            else:
-                register_secrets_in(item, str(name))
+            register_secrets_in(item, str(name), secret)
     elif isinstance(value, list):
         for item in value:
-            register_secrets_in(item, key)
+            register_secrets_in(item, key, secret)
     elif isinstance(value, str):
-        if key.lower() in _SECRET_KEYS:
+        if secret:
             register_secret(value)
-        for match in _URL_WITH_USERINFO.finditer(value):
-            userinfo = match.group("userinfo")
-            register_secret(userinfo)
-            _, _, password = userinfo.partition(":")
-            if password:
-                register_secret(password)
+        if "//" in value:
+            for userinfo in _userinfos(value):
+                register_secret(userinfo)
+                _, _, password = userinfo.partition(":")
+                if password:
+                    register_secret(password)
+        if "?" in value:
+            _register_all(_secret_query_values(value))
+
+
+def _secret_query_values(text: str) -> list[str]:
+    """Values of query parameters whose names say they are secrets, in URLs in ``text``."""
+    found = []
+    for match in _TOKEN.finditer(text):
+        query = match.group().partition("?")[2].partition("#")[0]
+        for name, value in parse_qsl(query, keep_blank_values=False):
+            if _SECRET_PARAM.search(name):
+                found.append(value)
+    return found
 
 
 def _register_all(values: Iterable[str]) -> None:

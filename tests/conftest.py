@@ -1,4 +1,5 @@
-"""Shared test set-up: assets come from $VAPIPE_ASSETS, default ../shared beside the checkout."""
+"""Shared test set-up: assets come from $VAPIPE_ASSETS; by default ../shared beside the
+checkout, or where there is none, the user cache that ``run-pipeline fetch --all`` fills."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-ASSETS = Path(os.environ.setdefault("VAPIPE_ASSETS", str(REPO.parent / "shared"))).resolve()
+
+
+def _default_assets() -> Path:
+    shared = REPO.parent / "shared"
+    if shared.is_dir():
+        return shared
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vapipe"
+
+
+ASSETS = Path(os.environ.setdefault("VAPIPE_ASSETS", str(_default_assets()))).resolve()
 os.environ["VAPIPE_ASSETS"] = str(ASSETS)
 # Tests never download: an asset missing here is a set-up error, reported as such.
 os.environ.setdefault("VAPIPE_OFFLINE", "1")
@@ -23,7 +34,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 def asset(kind: str, name: str) -> Path:
     path = ASSETS / kind / name
     if not path.is_file():
-        pytest.fail(f"test asset {path} is missing: set VAPIPE_ASSETS to the shared/ folder")
+        pytest.fail(
+            f"test asset {path} is missing: set VAPIPE_ASSETS to a folder holding models/ and "
+            "media/ (the project's shared/ folder), or run 'run-pipeline fetch --all' (see the "
+            "README)"
+        )
     return path
 
 

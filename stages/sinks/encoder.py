@@ -1,13 +1,18 @@
 """Video files as the video sink writes them: encoded with PyAV under a temporary name
-(``name.partial.mp4``) that becomes the final name only once the file is complete; optionally
-fragmented MP4 flushed fragment by fragment, so a killed process leaves a playable file; and
-optionally cut into segments of ``segment_s`` seconds, the oldest deleted beyond a limit."""
+(``name.partial.mp4``) that becomes the final name only once the file is complete. While it is
+written the file is fragmented MP4 flushed fragment by fragment, so a killed process leaves a
+playable file; at the clean end it is remuxed (no re-encoding) into a plain MP4 with its index
+up front, unless fragmented output was asked for. Optionally cut into segments of
+``segment_s`` seconds, numbered on from the files already there, the oldest deleted beyond a
+limit. A ``.partial`` file left by a killed run is never overwritten."""
 
 from __future__ import annotations
 
 import logging
 import math
 import os
+import re
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -41,7 +46,9 @@ class Encoding:
     preset: str | None
     crf: int | None
     bitrate: int | None
-    fragmented: bool
+    fragmented: bool | None
+    """True: fragmented MP4 to the end; None: fragmented while written, plain at the end;
+    False: plain throughout (a killed run leaves nothing playable)."""
     keyframe_s: float
     """Seconds between keyframes: in a fragmented file, what a crash can lose at most."""
 
@@ -49,6 +56,52 @@ class Encoding:
 def partial_name(path: Path) -> Path:
     """``out/cam.mp4`` -> ``out/cam.partial.mp4`` (the extension still names the format)."""
     return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+def remux_name(path: Path) -> Path:
+    """Where the plain MP4 is written from the fragmented one, before it takes the name."""
+    return path.with_name(f"{path.stem}.partial-plain{path.suffix}")
+
+
+def temporary_names(path: Path) -> list[Path]:
+    """Every name a file has on its way to ``path``."""
+    return [partial_name(path), remux_name(path)]
+
+
+def remux(source: Path, target: Path, first_pts_s: float) -> None:
+    """The video of ``source`` copied packet for packet into a plain MP4, index up front,
+    its first frame at ``first_pts_s`` again: the fragmented muxer delays every frame so that
+    no decode time is negative (B-frames), where a plain MP4 keeps them in an edit list."""
+    with (
+        av.open(str(source)) as reader,
+        av.open(str(target), "w", options={"movflags": "+faststart"}) as writer,
+    ):
+        video = reader.streams.video[0]
+        stream = writer.add_stream_from_template(video)
+        shift = (video.start_time or 0) - round(first_pts_s / video.time_base)
+        for packet in reader.demux(video):
+            if packet.dts is None:  # the demuxer's end-of-stream marker
+                continue
+            packet.pts, packet.dts = packet.pts - shift, packet.dts - shift
+            packet.stream = stream
+            writer.mux(packet)
+
+
+def keep_interrupted(path: Path, final: Path | None = None) -> None:
+    """A ``.partial`` file already there is the recording of a run that was killed: it is
+    moved to ``final`` (default ``NAME.interrupted-TIME.mp4``), never overwritten."""
+    partial = partial_name(path)
+    if not partial.exists():
+        return
+    if final is None or final.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(partial.stat().st_mtime))
+        final = path.with_name(f"{path.stem}.interrupted-{stamp}{path.suffix}")
+        number = 1
+        while final.exists():
+            number += 1
+            final = path.with_name(f"{path.stem}.interrupted-{stamp}-{number}{path.suffix}")
+    os.replace(partial, final)
+    log.warning("%s was left by an interrupted run; kept as %s", partial, final)
 
 
 class VideoFile:
@@ -62,7 +115,9 @@ class VideoFile:
         self.partial = partial_name(path)
         self.frames = 0
         self.last_pts = -1
-        options = FRAGMENTED if encoding.fragmented else {}
+        self.first_pts_s = 0.0
+        self.plain_at_end = encoding.fragmented is None
+        options = {} if encoding.fragmented is False else FRAGMENTED
         try:
             self.container = av.open(str(self.partial), mode="w", container_options=options)
         except (av.error.FFmpegError, ValueError) as exc:
@@ -101,22 +156,36 @@ class VideoFile:
         # The frame's own time; never backwards (the muxer would refuse).
         pts = max(round(pts_s / self.time_base), self.last_pts + 1)
         frame.pts, frame.time_base = pts, self.time_base
+        if not self.frames:
+            self.first_pts_s = float(pts * self.time_base)
         self.last_pts = pts
         for packet in self.stream.encode(frame):
             self.container.mux(packet)
         self.frames += 1
 
     def finish(self) -> None:
-        """Drain the encoder, write the trailer, then rename to the final name."""
+        """Drain the encoder, write the trailer, then give the file its final name (remuxed
+        to a plain MP4 first where asked; should that fail, the fragmented file is kept)."""
         try:
             for packet in self.stream.encode(None):
                 self.container.mux(packet)
         finally:
             self.container.close()
-        if self.frames:
-            os.replace(self.partial, self.path)
-        else:
+        if not self.frames:
             self.partial.unlink(missing_ok=True)
+            return
+        if self.plain_at_end:
+            plain = remux_name(self.path)
+            try:
+                remux(self.partial, plain, self.first_pts_s)
+            except (av.error.FFmpegError, OSError, ValueError) as exc:
+                plain.unlink(missing_ok=True)
+                log.warning("%s: kept fragmented, remuxing failed: %s", self.path, exc)
+            else:
+                os.replace(plain, self.path)
+                self.partial.unlink()
+                return
+        os.replace(self.partial, self.path)
 
     def _abandon(self) -> None:
         self.container.close()
@@ -138,17 +207,44 @@ class Recorder:
     ) -> None:
         self.base, self.size, self.rate, self.encoding = path, size, rate, encoding
         self.segment_s, self.max_segments = segment_s, max_segments
-        self.index = 0
         self.started_at: float | None = None
-        self.finished: list[Path] = []
+        # Segments number on from the newest already there (an earlier run's are kept, and
+        # count towards max_segments).
+        self.finished = self._segments_there() if segment_s else []
+        self.index = max((self._index_of(p) for p in self.finished), default=0)
         self.frames = 0
         self.current = self._next_file()
+
+    def _segment(self, index: int) -> Path:
+        return self.base.with_name(f"{self.base.stem}-{index:05d}{self.base.suffix}")
+
+    def _index_of(self, path: Path) -> int:
+        return int(path.name[len(self.base.stem) + 1 :].split(".")[0])
+
+    def _segments_there(self) -> list[Path]:
+        """This recording's segments in the folder, oldest first; a killed run's unfinished
+        one takes its final name."""
+        pattern = re.compile(
+            re.escape(self.base.stem) + r"-(\d{5,})(\.partial)?" + re.escape(self.base.suffix)
+        )
+        found: dict[int, Path] = {}
+        for entry in self.base.parent.iterdir() if self.base.parent.is_dir() else ():
+            match = pattern.fullmatch(entry.name)
+            if match is None:
+                continue
+            index = int(match.group(1))
+            if match.group(2):
+                keep_interrupted(self._segment(index), self._segment(index))
+            found[index] = self._segment(index)
+        return [found[index] for index in sorted(found)]
 
     def _next_file(self) -> VideoFile:
         path = self.base
         if self.segment_s:
             self.index += 1
-            path = self.base.with_name(f"{self.base.stem}-{self.index:05d}{self.base.suffix}")
+            path = self._segment(self.index)
+        else:
+            keep_interrupted(path)
         return VideoFile(path, *self.size, self.rate, self.encoding)
 
     def write(self, image: np.ndarray, pts_s: float) -> None:

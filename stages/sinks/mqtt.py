@@ -3,7 +3,9 @@
 The video path never waits for the broker: ``process`` only puts records into a bounded
 outbox, and a sender thread hands them to paho while the connection is up. paho reconnects
 with backoff; while the broker is down the outbox fills and then drops its oldest records,
-counted in the stats. Needs ``pip install 'vapipe[mqtt]'``.
+counted in the stats. A broker that is down, or that takes messages but acknowledges none
+(QoS 1/2) for a few seconds, is warned about while it lasts; whatever is unacknowledged at
+the end is counted as undelivered. Needs ``pip install 'vapipe[mqtt]'``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
@@ -18,10 +21,13 @@ from pydantic import Field, SecretStr
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink
+from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink, Reachability
 from vapipe.stages.sinks.records import Record, to_json
 
 log = logging.getLogger(__name__)
+
+MAX_TOPIC_BYTES = 65535  # MQTT's limit on a topic name, UTF-8 encoded
+EVENT_NAME_ROOM = 32  # bytes kept for the longest event type's name in a topic
 
 
 class MqttConfig(OutboxConfig):
@@ -66,23 +72,24 @@ class MqttSink(OutboxSink):
     Config = MqttConfig
     config: MqttConfig
 
+    @classmethod
+    def check_for_sources(cls, config: MqttConfig, source_ids: Sequence[str]) -> None:
+        """Every topic the run can publish to is a valid MQTT topic name."""
+        for source_id in source_ids or ["s"]:
+            topic_for(config.topic, source_id, "e")
+
     def open(self, context: StageContext) -> None:
         try:
             import paho.mqtt.client as paho
         except ImportError:
             raise MissingDependencyError("paho-mqtt", "the mqtt sink", extra="mqtt") from None
         cfg = self.config
-        try:
-            cfg.topic.format(source_id="s", event="e")
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ConfigError(
-                f"bad placeholder in topic '{cfg.topic}': only {{source_id}} and {{event}} "
-                f"are known ({exc})",
-                key="topic",
-            ) from None
+        topic_for(cfg.topic, "s", "e")
         self._paho = paho
         self.outbox = Outbox(cfg.outbox_size)
-        self.published = self.acked = self.reconnects = self.connects = 0
+        self.published = self.acked = self.reconnects = self.connects = self.invalid = 0
+        self._unacked_since: float | None = None  # monotonic, while published > acked
+        self.reach = Reachability(self.name, f"mqtt://{cfg.host}:{cfg.port}")
         self._connected = threading.Event()
         self._closing = threading.Event()
         self.client = self._client()
@@ -130,27 +137,59 @@ class MqttSink(OutboxSink):
 
     def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
         self.acked += 1
+        self._unacked_since = time.monotonic() if self.in_flight() else None
+
+    def in_flight(self) -> int:
+        """Published and not yet acknowledged by the broker (QoS 1 and 2)."""
+        return max(0, self.published - self.acked) if self.config.qos else 0
 
     def _send(self) -> None:
-        paho = self._paho
         while not (self._closing.is_set() and not len(self.outbox)):
+            self._watch_broker()
             if not self._connected.wait(0.2):
                 continue
             batch = self.outbox.take(100, wait_s=0.2)
             for index, (topic, payload) in enumerate(batch):
-                info = self.client.publish(topic, payload, self.config.qos, self.config.retain)
-                # Lost the connection just now: paho keeps a QoS 1/2 message and sends it after
-                # reconnecting; a QoS 0 one, or one refused by paho's full queue, comes back.
-                kept = info.rc == paho.MQTT_ERR_NO_CONN and self.config.qos > 0
-                if info.rc != paho.MQTT_ERR_SUCCESS and not kept:
+                if not self._publish(topic, payload):
                     self.outbox.give_back(batch[index:])
                     self._closing.wait(0.05)
                     break
-                self.published += 1
+
+    def _publish(self, topic: str, payload: str) -> bool:
+        """Handed to paho (or dropped as unpublishable); False: give it back, try later."""
+        paho = self._paho
+        try:
+            info = self.client.publish(topic, payload, self.config.qos, self.config.retain)
+        except (ValueError, TypeError) as exc:  # paho refuses this topic or payload for good
+            self.invalid += 1
+            if self.invalid == 1:
+                log.warning(
+                    "%s: an event cannot be published (%s); dropped, counting", self.name, exc
+                )
+            return True
+        # Lost the connection just now: paho keeps a QoS 1/2 message and sends it after
+        # reconnecting; a QoS 0 one, or one refused by paho's full queue, comes back.
+        kept = info.rc == paho.MQTT_ERR_NO_CONN and self.config.qos > 0
+        if info.rc != paho.MQTT_ERR_SUCCESS and not kept:
+            return False
+        if not self.in_flight():
+            self._unacked_since = time.monotonic()
+        self.published += 1
+        return True
+
+    def _watch_broker(self) -> None:
+        """Warn while the broker is away, or takes messages and acknowledges none."""
+        waiting = len(self.outbox) + self.in_flight()
+        stalled = self._unacked_since
+        if not self._connected.is_set():
+            self.reach.failing("not connected", waiting)
+        elif stalled is not None and time.monotonic() - stalled >= 1.0 and self.in_flight():
+            self.reach.failing("messages not acknowledged", waiting, since=stalled)
+        else:
+            self.reach.reachable()
 
     def prepare(self, record: Record) -> tuple[str, str]:
-        topic = self.config.topic.format(source_id=record["source_id"], event=record["event"])
-        return topic, to_json(record)
+        return topic_for(self.config.topic, record["source_id"], record["event"]), to_json(record)
 
     def close(self) -> None:
         if not hasattr(self, "client"):
@@ -161,18 +200,22 @@ class MqttSink(OutboxSink):
         self._sender.join(self.config.drain_s + 1)
         if self.config.qos:
             self._wait_acked(self.config.drain_s)
-        if not drained:
-            log.warning(
-                "%s: %d events not delivered: the broker was unreachable at the end",
-                self.name,
-                len(self.outbox),
-            )
         self.client.disconnect()
         self.client.loop_stop()
+        self.unacknowledged = self.in_flight()
+        if not drained or self.unacknowledged:
+            log.warning(
+                "%s: %d events not delivered (%d never sent, %d not acknowledged): the broker "
+                "was unreachable at the end",
+                self.name,
+                len(self.outbox) + self.unacknowledged,
+                len(self.outbox),
+                self.unacknowledged,
+            )
 
     def _wait_acked(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while self.acked < self.published and time.monotonic() < deadline:
+        while self.in_flight() and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def stats(self) -> dict[str, Any]:
@@ -180,8 +223,43 @@ class MqttSink(OutboxSink):
         return {
             "published": getattr(self, "published", 0),
             "acknowledged": getattr(self, "acked", 0),
-            "dropped": outbox.dropped if outbox else 0,
-            "undelivered": len(outbox) if outbox else 0,
+            "dropped": (outbox.dropped if outbox else 0) + getattr(self, "invalid", 0),
+            "unpublishable": getattr(self, "invalid", 0),
+            "undelivered": (len(outbox) if outbox else 0)
+            + getattr(self, "unacknowledged", self.in_flight() if outbox else 0),
             "outbox_high_water": outbox.high_water if outbox else 0,
             "reconnects": getattr(self, "reconnects", 0),
         }
+
+
+def topic_for(template: str, source_id: str, event: str) -> str:
+    """The topic of one event; ConfigError where MQTT would refuse it (a wildcard, NUL, too
+    long) or the template names an unknown placeholder."""
+    try:
+        topic = template.format(source_id=source_id, event=event)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise ConfigError(
+            f"bad placeholder in topic '{template}': only {{source_id}} and {{event}} "
+            f"are known ({exc})",
+            key="topic",
+        ) from None
+    problem = None
+    if not topic:
+        problem = "it is empty"
+    elif "#" in topic or "+" in topic:
+        problem = "it holds a wildcard ('#' or '+'), which only subscriptions may use"
+    elif "\0" in topic:
+        problem = "it holds a NUL character"
+    elif len(topic.encode()) + EVENT_NAME_ROOM > MAX_TOPIC_BYTES:
+        problem = f"it is longer than MQTT allows ({MAX_TOPIC_BYTES} bytes)"
+    if problem:
+        raise ConfigError(
+            f"topic '{_short(topic)}' (source_id {_short(repr(source_id))}) is not a valid MQTT "
+            f"topic: {problem}",
+            key="topic",
+        )
+    return topic
+
+
+def _short(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."

@@ -4,6 +4,7 @@ full, the oldest record is dropped and counted) and a thread of the sink's own s
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -14,6 +15,44 @@ from pydantic import Field
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import Stage, StageConfig
 from vapipe.stages.sinks.records import Record, frame_records, message_record
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE_WARN_S = 5.0
+"""A peer that has taken nothing for this long is warned about while it lasts."""
+
+
+class Reachability:
+    """Whether a sink's peer takes what is sent: one warning once it has not for
+    ``warn_after_s``, one info line when it does again."""
+
+    def __init__(self, sink: str, peer: str, warn_after_s: float = UNREACHABLE_WARN_S) -> None:
+        self.sink, self.peer, self.warn_after_s = sink, peer, warn_after_s
+        self.down_since: float | None = None
+        self.warned = False
+        self.outages = 0
+        """Times the peer was unreachable for longer than ``warn_after_s``."""
+
+    def failing(self, reason: str, waiting: int, since: float | None = None) -> None:
+        """Nothing taken now (since ``since``, monotonic, if known)."""
+        now = time.monotonic()
+        if self.down_since is None:
+            self.down_since = now if since is None else since
+        if not self.warned and now - self.down_since >= self.warn_after_s:
+            self.warned = True
+            self.outages += 1
+            log.warning(
+                "%s: %s unreachable for %.0f s (%s); %d events waiting",
+                self.sink, self.peer, now - self.down_since, reason, waiting,
+            )  # fmt: skip
+
+    def reachable(self) -> None:
+        if self.warned and self.down_since is not None:
+            log.info(
+                "%s: %s reachable again after %.1f s",
+                self.sink, self.peer, time.monotonic() - self.down_since,
+            )  # fmt: skip
+        self.down_since, self.warned = None, False
 
 
 class Outbox:

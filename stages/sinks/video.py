@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,12 @@ from pydantic import Field
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
 from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
-from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name
-from vapipe.stages.sinks.paths import PathSink, output_path
+from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name, temporary_names
+from vapipe.stages.sinks.paths import PathSink, names_for, output_path, paths_for
 from vapipe.stages.source.images import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)
@@ -51,16 +53,19 @@ class VideoConfig(StageConfig):
     trail_frames: int = Field(20, ge=0, le=1000)
     """Tracked objects: how many past positions their trail shows (0: no trails)."""
     fragmented: bool | None = None
-    """Fragmented MP4, flushed fragment by fragment: a killed run (power cut, SIGKILL) leaves
-    a playable file missing at most the last ``keyframe_s``. Default: on for live sources
-    (cameras run until stopped), off for files."""
+    """Every video is written as fragmented MP4 under ``NAME.partial.mp4``, flushed fragment by
+    fragment, so a killed run (power cut, SIGKILL) leaves a playable file missing at most the
+    last ``keyframe_s``. Unset: remuxed (no re-encoding) into a plain MP4 with its index up
+    front at the clean end; ``true``: kept fragmented; ``false``: plain MP4 throughout (a
+    killed run then leaves nothing playable)."""
     keyframe_s: float = Field(2.0, gt=0, le=60)
     """Seconds between keyframes (and so between fragments)."""
     segment_s: float | None = Field(None, gt=0)
     """Start a new file every this many seconds of stream time (``name-00001.mp4``, ...), so
-    a camera can record for weeks."""
+    a camera can record for weeks. A later run numbers on after the files already there."""
     max_segments: int | None = Field(None, ge=1)
-    """With ``segment_s``: keep the newest this many files, deleting older ones."""
+    """With ``segment_s``: keep the newest this many files (an earlier run's included),
+    deleting older ones."""
 
 
 @register("video")
@@ -69,6 +74,20 @@ class VideoSink(PathSink):
 
     Config = VideoConfig
     config: VideoConfig
+
+    @classmethod
+    def files_written(cls, config: VideoConfig, source_ids: Sequence[str]) -> list[str | Names]:
+        """The files, their ``.partial`` names while written, every segment and picture."""
+        if Path(config.path).suffix.lower() in IMAGE_SUFFIXES:
+            pictures = names_for(config.path, source_ids)
+            return [*pictures, *(str(partial_name(Path(n.prefix))) for n in pictures if not n.many)]
+        written: list[str | Names] = []
+        for path in map(Path, paths_for(config.path, source_ids)):
+            if config.segment_s:  # NAME-00001.mp4 and on, and their temporary names
+                written.append(Names(str(path.with_name(f"{path.stem}-")), path.suffix, many=True))
+            else:
+                written += [str(path), *map(str, temporary_names(path))]
+        return written
 
     def open(self, context: StageContext) -> None:
         self._recorders: dict[str, Recorder] = {}
@@ -120,8 +139,9 @@ class VideoSink(PathSink):
             raise PipelineError(f"several sources write to {cfg.path}: put {{source_id}} in path")
         path = output_path(cfg.path, frame.source_id)
         rate = frame.stream.rate or Fraction(25)
-        fragmented = frame.stream.live if cfg.fragmented is None else cfg.fragmented
-        encoding = Encoding(cfg.codec, cfg.preset, cfg.crf, cfg.bitrate, fragmented, cfg.keyframe_s)
+        encoding = Encoding(
+            cfg.codec, cfg.preset, cfg.crf, cfg.bitrate, cfg.fragmented, cfg.keyframe_s
+        )
         height, width = frame.image.shape[:2]
         recorder = Recorder(
             path, (width, height), Fraction(rate), encoding, cfg.segment_s, cfg.max_segments
@@ -136,7 +156,7 @@ class VideoSink(PathSink):
             width - width % 2,
             height - height % 2,
             float(rate),
-            ", fragmented" if fragmented else "",
+            {None: "", True: ", fragmented", False: ", not crash-safe"}[cfg.fragmented],
             f", {cfg.segment_s:g} s segments" if cfg.segment_s else "",
         )
         return recorder

@@ -1,28 +1,29 @@
 """The ``webhook`` sink: events POSTed as JSON arrays to an HTTP endpoint, in batches.
 
 As with the mqtt sink, ``process`` only puts records into a bounded outbox; a sender thread
-POSTs up to ``batch_size`` of them at a time, retrying a failed batch with exponential
-backoff, so a slow or dead server never holds up the video path.
+POSTs up to ``batch_size`` of them at a time over one kept-alive connection, retrying a
+failed batch with exponential backoff (or as long as the server's ``Retry-After`` says), so a
+slow or dead server never holds up the video path. A batch the server refuses for good (a
+4xx other than 408/425/429, or a redirect, which is never followed) is dropped and counted.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink
+from vapipe.stages.sinks.http_post import Answer, Endpoint
+from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink, Reachability
 from vapipe.stages.sinks.records import Record, to_json
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,39 @@ class WebhookConfig(OutboxConfig):
     batch_wait_s: float = Field(0.5, ge=0)
     """After the first event of a batch, how long to wait for more before sending."""
     timeout_s: float = Field(5.0, gt=0)
-    """Give up one POST after this long (then retry)."""
+    """Give up one POST after this long, connecting, sending and the whole answer together
+    (then retry)."""
     retry_initial_s: float = Field(0.5, gt=0)
     """Wait before the first retry of a failed batch; doubles up to ``retry_max_s``."""
     retry_max_s: float = Field(30.0, gt=0)
-    """Longest wait between retries; a batch is retried until delivered or the run ends."""
+    """Longest wait between retries (a server's Retry-After is honoured beyond it); a batch
+    is retried until delivered or the run ends."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https"):
+            raise ValueError(f"expected an http:// or https:// URL, got {mask_credentials(url)}")
+        if not parts.hostname:
+            raise ValueError(f"no host in {mask_credentials(url)}")
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError as exc:
+            raise ValueError(f"{mask_credentials(url)}: {exc}") from None
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _one_line_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not name or any(c in name for c in ":\r\n\0 ") or any(c in value for c in "\r\n\0"):
+                # The value is a secret as often as not: named, never shown.
+                raise ValueError(
+                    f"header {name!r}: names and values must be one line "
+                    "(no line breaks or NUL; no ':' or spaces in the name)"
+                )
+        return headers
 
 
 @register("webhook")
@@ -57,14 +86,13 @@ class WebhookSink(OutboxSink):
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
-        if not cfg.url.lower().startswith(("http://", "https://")):
-            raise ConfigError(
-                f"expected an http:// or https:// URL, got {mask_credentials(cfg.url)}", key="url"
-            )
-        self.request = _request_for(cfg)
+        url, headers = _request_for(cfg)
+        self.endpoint = Endpoint(url, headers, cfg.timeout_s)
         self.shown_url = mask_credentials(cfg.url)
         self.outbox = Outbox(cfg.outbox_size)
-        self.posts = self.delivered = self.failures = 0
+        self.reach = Reachability(self.name, self.shown_url)
+        self.posts = self.delivered = self.failures = self.rejected = 0
+        self._refusals: set[int] = set()
         self._closing = threading.Event()
         self._deadline = float("inf")
         self._sender = threading.Thread(target=self._send, name=f"{self.name}-send", daemon=True)
@@ -73,42 +101,72 @@ class WebhookSink(OutboxSink):
 
     def _send(self) -> None:
         cfg = self.config
-        while not (self._closing.is_set() and (not len(self.outbox) or self._time_up())):
-            batch = self.outbox.take(cfg.batch_size, wait_s=0.2, fill_s=cfg.batch_wait_s)
-            wait = cfg.retry_initial_s
-            while batch and not self._post(batch):
-                if self._time_up():
-                    self.outbox.give_back(batch)  # undelivered at the end: counted in stats
-                    return
-                if self._closing.is_set():
-                    time.sleep(min(wait, self._deadline - time.monotonic()))
-                else:
-                    self._closing.wait(wait)  # the run ending cuts a long wait short
-                wait = min(wait * 2, cfg.retry_max_s)
+        try:
+            while not (self._closing.is_set() and (not len(self.outbox) or self._time_up())):
+                batch = self.outbox.take(cfg.batch_size, wait_s=0.2, fill_s=cfg.batch_wait_s)
+                wait = cfg.retry_initial_s
+                while batch:
+                    answer = self._post(batch)
+                    if answer is not None and (answer.ok or answer.permanent):
+                        break
+                    if self._time_up():
+                        self.outbox.give_back(batch)  # undelivered at the end: in the stats
+                        return
+                    pause = (
+                        wait
+                        if answer is None or answer.retry_after_s is None
+                        else (answer.retry_after_s)
+                    )
+                    if self._closing.is_set():
+                        time.sleep(max(0.0, min(pause, self._deadline - time.monotonic())))
+                    else:
+                        self._closing.wait(pause)  # the run ending cuts a long wait short
+                    wait = min(wait * 2, cfg.retry_max_s)
+        finally:
+            self.endpoint.close()
 
     def _time_up(self) -> bool:
         return self._closing.is_set() and time.monotonic() >= self._deadline
 
-    def _post(self, batch: list[Record]) -> bool:
+    def _post(self, batch: list[Record]) -> Answer | None:
+        """One attempt; the answer, or None when none came."""
         body = ("[" + ",".join(to_json(record) for record in batch) + "]").encode()
-        request = urllib.request.Request(self.request.full_url, body, dict(self.request.headers))
         try:
-            with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:
-                response.read()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            self.failures += 1
-            reason = getattr(exc, "code", None) or getattr(exc, "reason", None) or exc
-            log.warning(
-                "%s: POST to %s failed (%s); %d events wait for a retry",
-                self.name,
-                self.shown_url,
-                mask_credentials(str(reason)),
-                len(batch) + len(self.outbox),
-            )
-            return False
-        self.posts += 1
-        self.delivered += len(batch)
-        return True
+            answer = self.endpoint.post(body)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            self._failed(str(exc) or type(exc).__name__, batch)
+            return None
+        if answer.ok:
+            self.reach.reachable()
+            self.posts += 1
+            self.delivered += len(batch)
+        elif answer.permanent:
+            self.reach.reachable()  # it answered: the batch is refused, not the server down
+            self.rejected += len(batch)
+            if answer.status not in self._refusals:
+                self._refusals.add(answer.status)
+                log.warning(
+                    "%s: %s refused a batch with HTTP %d%s; its %d events are dropped "
+                    "(and later batches refused so, counted in the stats)",
+                    self.name,
+                    self.shown_url,
+                    answer.status,
+                    " (redirects are never followed)" if 300 <= answer.status < 400 else "",
+                    len(batch),
+                )
+        else:
+            self._failed(f"HTTP {answer.status}", batch)
+        return answer
+
+    def _failed(self, reason: str, batch: list[Record]) -> None:
+        self.failures += 1
+        waiting = len(batch) + len(self.outbox)
+        reason = mask_credentials(reason)
+        log.info(
+            "%s: POST to %s failed (%s); %d events wait for a retry",
+            self.name, self.shown_url, reason, waiting,
+        )  # fmt: skip
+        self.reach.failing(reason, waiting)
 
     def close(self) -> None:
         if not hasattr(self, "outbox"):
@@ -128,17 +186,20 @@ class WebhookSink(OutboxSink):
 
     def stats(self) -> dict[str, Any]:
         outbox = getattr(self, "outbox", None)
+        endpoint = getattr(self, "endpoint", None)
         return {
             "url": getattr(self, "shown_url", None),
             "posts": getattr(self, "posts", 0),
             "delivered": getattr(self, "delivered", 0),
             "failed_posts": getattr(self, "failures", 0),
+            "rejected": getattr(self, "rejected", 0),
             "dropped": outbox.dropped if outbox else 0,
             "undelivered": len(outbox) if outbox else 0,
+            "connections": endpoint.connections if endpoint else 0,
         }
 
 
-def _request_for(cfg: WebhookConfig) -> urllib.request.Request:
+def _request_for(cfg: WebhookConfig) -> tuple[str, dict[str, str]]:
     """The POST's URL and headers; user:password from the URL becomes basic auth."""
     parts = urlsplit(cfg.url)
     headers = {"Content-Type": "application/json", "User-Agent": "vapipe", **cfg.headers}
@@ -149,4 +210,4 @@ def _request_for(cfg: WebhookConfig) -> urllib.request.Request:
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port else host
         url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return urllib.request.Request(url, headers=headers, method="POST")
+    return url, headers

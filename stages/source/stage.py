@@ -21,6 +21,7 @@ import av
 from vapipe.pipeline.assets import SAMPLE_SCHEME, local_media, manifest_entries, resolve_media
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
+from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
@@ -35,10 +36,12 @@ from vapipe.stages.source.inputs import (
     webcam_device,
 )
 from vapipe.stages.source.opening import call_or_stop, plain_i420, upright
+from vapipe.stages.source.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
 NETWORK_ERRORS = (av.error.FFmpegError, OSError, TimeoutError)
+DEFAULT_INTERVAL_S = 0.04  # one frame of a stream that does not say its rate
 
 
 class StreamStalled(Exception):
@@ -60,7 +63,8 @@ class VideoSource(SourceStage):
         self.decode_errors = 0
         self.announced = 0
         self._seq = 0
-        self._resume: tuple[int, float | None] | None = None
+        self._resume: tuple[int, float | None, float | None] | None = None
+        self.timeline = Timeline(live=False, interval=DEFAULT_INTERVAL_S)
         self.hwaccel_failed = False
         self.decode_threads = 0
         self.send_yuv = False
@@ -88,14 +92,26 @@ class VideoSource(SourceStage):
         return []
 
     @classmethod
-    def files_read(cls, config: SourceConfig) -> list[str]:  # type: ignore[override]
+    def files_read(cls, config: SourceConfig) -> list[str | Names]:  # type: ignore[override]
         local = local_media(config.uri)
         if local is None or is_network(local) or local.lower().startswith(HTTP_SCHEMES):
             return []
         if webcam_device(local) is not None:
             return []
         images = image_paths(local)
-        return [local] if images is None else images
+        if images is None:
+            return [local]
+        # A folder is read whole at each run: a picture written into it is read next time.
+        folder = (
+            [
+                Names(os.path.join(local, ""), suffix, many=True)
+                for ending in IMAGE_SUFFIXES
+                for suffix in (ending, ending.upper())
+            ]
+            if os.path.isdir(local)
+            else []
+        )
+        return [*images, *folder]
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
@@ -214,12 +230,12 @@ class VideoSource(SourceStage):
 
     # -- reading ------------------------------------------------------------------------
 
-    def resume_from(self, seq: int, pts: float | None) -> None:
-        self._resume = (seq, pts)
+    def resume_from(self, seq: int, pts: float | None, wall: float | None = None) -> None:
+        self._resume = (seq, pts, wall)
 
     def frames(self) -> Iterator[Frame | Message]:
         self._seq = 0
-        self._last_pts: float | None = None
+        self.timeline = Timeline(live=self.live, interval=self._interval())
         replayable = (
             self._images is not None
             or self.spec.kind == "file"
@@ -228,8 +244,9 @@ class VideoSource(SourceStage):
         if self._resume is not None:
             if replayable:  # read again from the start; frames already delivered are skipped
                 self._skip_until = self._resume[0]
-            else:  # a camera goes on from now, numbered after what was delivered
-                self._seq, self._last_pts = self._resume
+            else:  # a camera goes on from now, numbered and timed after what was delivered
+                self._seq = self._resume[0]
+                self.timeline.resume(self._resume[1], self._resume[2])
         if self._images is not None:
             yield from self._image_frames(self._images)
         elif replayable:
@@ -304,6 +321,7 @@ class VideoSource(SourceStage):
         down_since: float | None = None
         reason = ""
         while not self._stop.is_set():
+            asked_at = time.time()
             try:
                 session = self._connect_or_stop()
             except PipelineError as exc:
@@ -334,7 +352,9 @@ class VideoSource(SourceStage):
                 down_since = None
             backoff.reset()
             try:
-                yield from self._session_frames(container, video, paced=self.config.realtime)
+                yield from self._session_frames(
+                    container, video, paced=self.config.realtime, asked_at=asked_at
+                )
                 reason = "end of stream"
             except (StreamStalled, *NETWORK_ERRORS) as exc:
                 reason = mask_credentials(str(exc)) or type(exc).__name__
@@ -350,15 +370,21 @@ class VideoSource(SourceStage):
         """``_connect``, given up as soon as the source is asked to stop (None)."""
         return call_or_stop(self._connect, self._stop, f"{self.name}-open")
 
-    def _session_frames(self, container: Any, video: Any, paced: bool) -> Iterator[Frame]:
-        """Frames of one open container, with pts made monotonic across sessions."""
-        first_raw: float | None = None
-        offset = 0.0
+    def _interval(self) -> float:
+        """One frame, in seconds, by the stream's rate."""
+        rate = self.stream_info.rate if self.stream_info else None
+        return 1 / float(rate) if rate else DEFAULT_INTERVAL_S
+
+    def _session_frames(
+        self, container: Any, video: Any, paced: bool, asked_at: float | None = None
+    ) -> Iterator[Frame]:
+        """Frames of one open container, timed by the source's timeline (timeline.py); a
+        camera's session began when it was ``asked_at`` (time.time())."""
+        self.timeline.interval = self._interval()
+        self.timeline.new_session(asked_at)
+        first_pts: float | None = None
         started = time.monotonic()
         last_frame_at = time.monotonic()
-        interval = (
-            1 / float(self.stream_info.rate) if self.stream_info and self.stream_info.rate else 0.04
-        )
         # Files cannot stall (a slow disk is not a dead camera).
         stall_s = None if self.spec.kind == "file" else self.config.stall_timeout_s
         # Every stream's packets pass through here, so a camera whose audio (or RTCP-fed
@@ -382,24 +408,17 @@ class VideoSource(SourceStage):
                 raw = (
                     float(picture.pts * picture.time_base)
                     if picture.pts is not None and picture.time_base is not None
-                    else self._seq * interval
+                    else None
                 )
-                if first_raw is None:
-                    first_raw = raw
-                    if self._last_pts is not None:
-                        offset = self._last_pts + interval - raw
-                    elif self.live:
-                        offset = -raw  # live streams start at 0, whatever the camera's clock
-                pts = raw + offset
-                if self._last_pts is not None and pts <= self._last_pts:
-                    pts = self._last_pts + 1e-6
+                pts = self.timeline.place(raw)
+                if first_pts is None:
+                    first_pts = pts
                 if self._seq < self._skip_until:
                     self._seq += 1
-                    self._last_pts = pts
-                    started = time.monotonic() - (pts - (first_raw + offset))
+                    started = time.monotonic() - (pts - first_pts)
                     continue
                 if paced:
-                    delay = (pts - (first_raw + offset)) - (time.monotonic() - started)
+                    delay = (pts - first_pts) - (time.monotonic() - started)
                     if delay > 0 and self._stop.wait(delay):
                         return
                 yield self._frame(picture, pts)
@@ -422,7 +441,7 @@ class VideoSource(SourceStage):
             yuv=yuv,
         )  # type: ignore[arg-type]
         self._seq += 1
-        self._last_pts = pts
+        self.timeline.last_pts = pts
         return frame
 
     def _message(self, kind: str, **data: Any) -> Message:
@@ -431,7 +450,7 @@ class VideoSource(SourceStage):
             kind=kind,
             time=time.time(),
             seq=self._seq - 1 if self._seq else None,
-            pts=self._last_pts,
+            pts=self.timeline.last_pts,
             data={"uri": self.display_uri, **data},
         )
 

@@ -114,3 +114,10 @@ def make_clip(path: Path, frames: int, width: int = 160, height: int = 120, rate
         for packet in stream.encode(None):
             container.mux(packet)
     return path
+
+
+def capture_s(event: dict[str, Any]) -> float:
+    """An event's wall-clock time (its ISO-8601 ``time``) in seconds since the epoch."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()

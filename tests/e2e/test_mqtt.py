@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
 from tests.e2e.mqtt import Broker, Subscriber, broker
+from tests.e2e.rtsp import free_port
 from tests.events_schema import assert_valid_events
 
 ANALYTICS = (REPO / "configs" / "analytics.toml").read_text(encoding="utf-8")
@@ -128,3 +129,50 @@ def test_broker_down_for_10_s_keeps_the_frame_rate_and_drains_after(tmp_path: Pa
     )
     assert stats["reconnects"] >= 1 and stats["dropped"] == 0, stats
     assert "broker connection lost" in stderr
+
+
+def test_a_frozen_broker_is_warned_about_and_what_it_never_acknowledged_is_undelivered(
+    tmp_path: Path,
+) -> None:
+    server = Broker(tmp_path / "broker").start()
+    config = tmp_path / "a.toml"
+    config.write_text(with_mqtt(server.port, "drain_s = 1\n"))
+    events = tmp_path / "out/events.jsonl"
+    pipeline = spawn(
+        str(config), "--set", "cam.realtime=true", "--max-frames", "264",
+        "--stats", "s.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert server.process is not None
+    try:
+        wait_for(lambda: len(read_lines(events)) >= 48, 60, "two seconds of frames")
+        server.process.send_signal(signal.SIGSTOP)  # the socket stays open; nothing answers
+        _, stderr = pipeline.communicate(timeout=120)
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+        if pipeline.poll() is None:
+            pipeline.send_signal(signal.SIGKILL)
+        server.stop()
+    assert pipeline.returncode == 0, stderr[-2000:]
+    stats = json.loads((tmp_path / "s.json").read_text())["stages"]["mqtt"]
+    offered = len(read_lines(events))
+    # Every event the sink took is acknowledged, dropped or counted undelivered: none vanish.
+    assert stats["acknowledged"] + stats["dropped"] + stats["undelivered"] == offered, stats
+    assert stats["undelivered"] >= offered - 48 - 24 and stats["acknowledged"] < offered, stats
+    # Said while it happened (the run goes on 9 s past the freeze), and again at the end.
+    assert "unreachable for" in stderr and "messages not acknowledged" in stderr, stderr[-3000:]
+    assert f"{stats['undelivered']} events not delivered" in stderr, stderr[-2000:]
+
+
+def test_a_topic_mqtt_would_refuse_is_a_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "a.toml"
+    config.write_text(with_mqtt(free_port()))
+    for override, problem in [
+        ("mqtt.topic=site/#/{event}", "a wildcard ('#' or '+')"),
+        ("cam.source_id='cam+1'", "a wildcard ('#' or '+')"),
+        (f"cam.source_id='{'x' * 70000}'", "longer than MQTT allows"),
+    ]:
+        result = cli(str(config), "--set", override, "--max-frames", "3", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr[-2000:]
+        last = result.stderr.strip().splitlines()[-1]
+        assert "node 'mqtt' key 'topic'" in last and problem in last, last
+        assert len(last) < 400 and "Traceback" not in result.stderr

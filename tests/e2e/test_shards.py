@@ -55,7 +55,6 @@ type = "track"
 [nodes.video]
 type = "video"
 path = "out/{{source_id}}.mp4"
-fragmented = true
 
 [nodes.events]
 type = "events"
@@ -139,8 +138,9 @@ class Running:
             self.lines.append(line.rstrip("\n"))
 
     def shard_pid(self, index: int) -> int:
+        """The pid of the shard's newest process."""
         pattern = re.compile(rf"shard{index} \(pid (\d+)")
-        for line in self.lines:
+        for line in reversed(self.lines):
             match = pattern.search(line)
             if match:
                 return int(match.group(1))
@@ -244,6 +244,11 @@ def test_shards_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
         return not any(Path(f"/proc/{pid}").exists() and not _zombie(pid) for pid in shards)
 
     wait_for(gone, 30, "the orphaned shards to stop")
+    # Told by SIGTERM that the parent is gone, each shard drained and finished its videos.
+    for source in ("people", "traffic", "horses"):
+        assert probe_video(tmp_path / "out" / f"{source}.mp4")["frames"] > 0, source
+    assert not list((tmp_path / "out").glob("*.partial*"))
+    assert not any("Traceback" in line for line in run.lines), "\n".join(run.lines[-30:])
 
 
 def _zombie(pid: int) -> bool:
@@ -251,3 +256,31 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return False
+
+
+def test_a_restarted_shard_runs_the_config_the_run_started_with(tmp_path: Path) -> None:
+    config = write_config(tmp_path, shards=2, extra=REALTIME)
+    events = tmp_path / "out" / "events.jsonl"
+    run = Running(config, "--max-frames", "240")
+
+    def traffic(kind: str) -> int:
+        text = events.read_text() if events.exists() else ""
+        return text.count(f'"event":"{kind}","source_id":"traffic"')
+
+    wait_for(lambda: traffic("frame") >= 48, 90, "48 traffic frames")
+    # Edited while the run goes on: a shard started again must not pick the edit up...
+    config.write_text(config.read_text().replace('type = "nms"', 'type = "nms"\nconf = 0.97'))
+    os.kill(run.shard_pid(1), signal.SIGKILL)  # shard1 has traffic
+    wait_for(lambda: traffic("source_up") >= 1, 60, "traffic back")
+    up_at = traffic("frame")
+    wait_for(lambda: traffic("frame") >= up_at + 48, 90, "48 frames after the restart")
+    # ... nor need the file at all once the run has started.
+    config.unlink()
+    os.kill(run.shard_pid(1), signal.SIGKILL)  # the one started again
+    wait_for(lambda: traffic("source_up") >= 2, 60, "traffic back again")
+    assert run.finish() == 0, "\n".join(run.lines[-30:])
+    frames = [e for e in read_events(events) if e["event"] == "frame"]
+    traffic_frames = [e for e in frames if e["source_id"] == "traffic"]
+    assert [e["seq"] for e in traffic_frames] == list(range(240))
+    after_edit = [d["score"] for e in traffic_frames[up_at:] for d in e["detections"]]
+    assert after_edit and min(after_edit) < 0.9, "the restarted shard used the edited file"

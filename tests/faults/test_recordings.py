@@ -14,12 +14,18 @@ import pytest
 from tests.e2e.helpers import FILE_CONFIG, cli, probe_video, read_lines, spawn, wait_for
 
 
-@pytest.mark.parametrize("after_frames", [72, 150, 300])
-def test_sigkill_leaves_a_playable_fragmented_recording(tmp_path: Path, after_frames: int) -> None:
-    # A camera-like run (realtime, looped) killed outright: no drain, no trailer.
+@pytest.mark.parametrize(
+    ("after_frames", "realtime"), [(72, True), (150, True), (300, True), (150, False)]
+)
+def test_sigkill_leaves_a_playable_fragmented_recording(
+    tmp_path: Path, after_frames: int, realtime: bool
+) -> None:
+    # A camera-like run (realtime, looped), or a file read as fast as it goes, killed
+    # outright: no drain, no trailer.
     pipeline = spawn(
-        str(FILE_CONFIG), "--set", "cam.realtime=true", "--set", "cam.loop=true", cwd=tmp_path
-    )
+        str(FILE_CONFIG), "--set", f"cam.realtime={str(realtime).lower()}",
+        "--set", "cam.loop=true", cwd=tmp_path,
+    )  # fmt: skip
     events = tmp_path / "out/events.jsonl"
     wait_for(lambda: len(read_lines(events)) >= after_frames, 120, f"{after_frames} frames")
     pipeline.send_signal(signal.SIGKILL)
@@ -34,15 +40,44 @@ def test_sigkill_leaves_a_playable_fragmented_recording(tmp_path: Path, after_fr
     assert video["duration"] >= len(lines) / rate - 2.0 - 16 / rate
 
 
-def test_file_runs_write_a_plain_mp4_under_a_temporary_name_until_complete(tmp_path: Path) -> None:
-    pipeline = spawn(str(FILE_CONFIG), "--set", "cam.loop=true", cwd=tmp_path)
+def mp4_boxes(path: Path) -> list[bytes]:
+    """The top-level box types of an MP4, in file order."""
+    data, at, boxes = path.read_bytes(), 0, []
+    while at + 8 <= len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        boxes.append(data[at + 4 : at + 8])
+        if size == 1:
+            size = int.from_bytes(data[at + 8 : at + 16], "big")
+        if size < 8:
+            break
+        at += size
+    return boxes
+
+
+@pytest.mark.parametrize(("fragmented", "final"), [(None, "plain"), (True, "fragmented")])
+def test_videos_are_fragmented_while_written_and_complete_under_their_name(
+    tmp_path: Path, fragmented: bool | None, final: str
+) -> None:
+    args = ["--set", "cam.loop=true", "--set", "cam.realtime=true"]
+    if fragmented is not None:
+        args += ["--set", f"video.fragmented={str(fragmented).lower()}"]
+    pipeline = spawn(str(FILE_CONFIG), *args, cwd=tmp_path)
     partial = tmp_path / "out/annotated.partial.mp4"
-    wait_for(partial.exists, 60, "the partial file")
+    events = tmp_path / "out/events.jsonl"
+    wait_for(lambda: len(read_lines(events)) >= 72, 60, "frames past the first fragment")
     assert not (tmp_path / "out/annotated.mp4").exists()
+    assert b"moof" in mp4_boxes(partial), "the file being written is not crash-safe"
     pipeline.send_signal(signal.SIGINT)
     pipeline.communicate(timeout=60)
     assert pipeline.returncode == 130
-    assert not partial.exists() and probe_video(tmp_path / "out/annotated.mp4")["frames"] > 0
+    assert not partial.exists() and not list((tmp_path / "out").glob("*.partial*"))
+    done = tmp_path / "out/annotated.mp4"
+    boxes = mp4_boxes(done)
+    if final == "plain":  # the index up front, no fragments: what every player and editor takes
+        assert b"moof" not in boxes and boxes.index(b"moov") < boxes.index(b"mdat"), boxes
+    else:
+        assert b"moof" in boxes
+    assert probe_video(done)["frames"] == len(read_lines(events))
 
 
 def vfr_clip(path: Path) -> list[float]:

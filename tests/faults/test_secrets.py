@@ -94,3 +94,33 @@ def test_config_reprs_are_masked() -> None:
     for text in (repr(config), str(config), repr(StageConfig())):
         assert_clean(text)
     assert "rtsp://***@127.0.0.1:554/stream" in repr(config)
+
+
+SINK_CONFIG = """\
+links = ["cam ! sink"]
+[nodes.cam]
+type = "source"
+uri = "x.mp4"
+[nodes.sink]
+"""
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        'type = "webhook"\nurl = "http://127.0.0.1:1/e"\nheaders = "Bearer hdr-s3cret"',
+        'type = "mqtt"\nusername = "u"\npassword = { x = "tbl-s3cret" }',
+        'type = "mqtt"\nusername = "u"\npassword = ["lst-s3cret"]',
+        'type = "webhook"\nurl = "http://127.0.0.1:x/e?access_token=qry-s3cret"',
+    ],
+    ids=["headers-as-a-string", "password-as-a-table", "password-as-a-list", "query-token"],
+)
+def test_a_secret_in_the_wrong_shape_is_masked_in_the_config_error(table: str) -> None:
+    from vapipe.pipeline import config
+    from vapipe.pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        config.parse(SINK_CONFIG + table + "\n", "s.toml")
+    message = str(caught.value)
+    assert "node 'sink'" in message and "s3cret" not in message, message
+    assert "***" in message, message

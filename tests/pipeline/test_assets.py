@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,3 +111,32 @@ def test_download_progress_line(http_root: tuple[str, Path], tmp_path: Path) -> 
     frames = shown.getvalue().split("\r")
     assert frames[-1].startswith("model.onnx [" + "#" * 30 + "] 3.0/3.0 MiB"), frames[-1]
     assert len(frames) >= 4, "one update per MiB received"
+
+
+def test_a_local_file_under_a_manifest_name_is_sha256_checked(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    published, other = b"the published clip", b"something else"
+    entry = {
+        "file": "clip.mp4",
+        "url": "http://127.0.0.1:9/clip.mp4",
+        "sha256": hashlib.sha256(published).hexdigest(),
+        "also_sha256": [hashlib.sha256(b"an equivalent export").hexdigest()],
+    }
+    monkeypatch.setattr(assets, "manifest_entries", lambda kind: {"clip": entry})
+    local = isolated / "assets" / "media" / "clip.mp4"
+    local.parent.mkdir(parents=True)
+    for content, warned in [
+        (published, False),
+        (b"an equivalent export", False),
+        (other, True),
+    ]:
+        caplog.clear()
+        local.write_bytes(content)
+        os.utime(local, ns=(len(content), len(content)))  # a new file for the digest cache
+        with caplog.at_level("WARNING", logger="vapipe.pipeline.assets"):
+            assert assets.fetch("media", "clip") == Path("assets/media/clip.mp4")
+        said = [r.getMessage() for r in caplog.records]
+        assert bool(said) == warned, said
+    assert "is not the manifest's file (sha256 " in said[0]
+    assert hashlib.sha256(other).hexdigest()[:12] in said[0]
