@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pipeline")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+OUT_OF_MEMORY = "out of memory (under a memory limit such as ulimit -v, or a container's?)"
 
 
 class _MaskingFormatter(logging.Formatter):
@@ -125,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "doctor": doctor_main,
         "models": models_main,
     }
+    style = "json" if _asks_json(args) else "text"
     try:
         if args and args[0] in commands:
             # These have files to clean up on Ctrl-C (a download): KeyboardInterrupt again.
@@ -138,6 +141,25 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `run-pipeline stages | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except MemoryError:
+        return _fail(OUT_OF_MEMORY, EXIT_FAILURE, style)
+    except Exception as exc:  # never a traceback wall: one line, the traceback with debug
+        if isinstance(exc, ImportError | OSError) and "map segment" in str(exc):
+            # A library that cannot be mapped under an address-space limit.
+            return _fail(f"{OUT_OF_MEMORY}: {exc}", EXIT_FAILURE, style)
+        log.debug("unexpected error", exc_info=True)
+        return _fail(
+            f"{type(exc).__name__}: {exc} (an internal error; --log-level debug shows where)",
+            EXIT_FAILURE,
+            style,
+        )
+
+
+def _asks_json(args: list[str]) -> bool:
+    """``--log-format json`` among the arguments (read before argparse, for early errors)."""
+    return "--log-format=json" in args or any(
+        a == "--log-format" and b == "json" for a, b in itertools.pairwise(args)
+    )
 
 
 def run_main(argv: list[str]) -> int:
@@ -162,7 +184,7 @@ def run_main(argv: list[str]) -> int:
             ]
         )
     except ConfigError as exc:
-        return _fail(exc, EXIT_USAGE)
+        return _fail(exc, EXIT_USAGE, args.log_format)
 
     from vapipe.pipeline.shards import ShardRunner, shard_count
 
@@ -190,12 +212,18 @@ def run_main(argv: list[str]) -> int:
     if args.stats:
         _write_stats(Path(args.stats), stats)
     if stats["started"]:  # a stage that failed to open leaves nothing worth a table
-        print(_summary(stats), file=sys.stderr)
+        if args.log_format == "json":
+            _json_line("info", "summary", summary=json.loads(_masked_json(stats)))
+        else:
+            print(_summary(stats), file=sys.stderr)
     if result.error is not None:
         log.debug("run failed", exc_info=result.error)
-        return _fail(result.error, result.exit_code)
+        return _fail(result.error, result.exit_code, args.log_format)
     if result.exit_code == EXIT_INTERRUPTED:
-        print("interrupted: outputs were flushed and closed", file=sys.stderr)
+        if args.log_format == "json":
+            _json_line("info", "interrupted: outputs were flushed and closed", exit_code=130)
+        else:
+            print("interrupted: outputs were flushed and closed", file=sys.stderr)
     return result.exit_code
 
 
@@ -215,17 +243,37 @@ def _check_writable(path: Path) -> None:
         raise ConfigError(f"cannot write --stats {path}: {exc.strerror or exc}") from None
 
 
+def _masked_json(stats: dict[str, Any], indent: int | None = None) -> str:
+    return mask_credentials(json.dumps(stats, indent=indent, default=str))
+
+
 def _write_stats(path: Path, stats: dict[str, Any]) -> None:
-    text = mask_credentials(json.dumps(stats, indent=2, default=str))
+    text = _masked_json(stats, indent=2)
     try:
         path.write_text(text + "\n", encoding="utf-8")
     except OSError as exc:
         log.error("cannot write stats to %s: %s", path, exc)
 
 
-def _fail(error: BaseException, code: int) -> int:
-    print(f"error: {mask_credentials(str(error))}", file=sys.stderr)
+def _fail(error: BaseException | str, code: int, style: str = "text") -> int:
+    message = mask_credentials(str(error))
+    if style == "json":
+        _json_line("error", message, exit_code=code)
+    else:
+        print(f"error: {message}", file=sys.stderr)
     return code
+
+
+def _json_line(level: str, message: str, **fields: Any) -> None:
+    """A line of the run's own (not a logger's) in the --log-format json shape."""
+    entry = {
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "level": level,
+        "logger": "vapipe",
+        "message": message,
+        **fields,
+    }
+    print(json.dumps(entry, ensure_ascii=False), file=sys.stderr)
 
 
 class _Progress:

@@ -121,6 +121,13 @@ def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> ConfigS
 
 def parse(text: str, file: str = "<config>", overrides: Iterable[str] = ()) -> ConfigSpec:
     try:
+        return _parse(text, file, overrides)
+    except RecursionError:  # tomllib and the walks over the values recurse per nesting level
+        raise ConfigError("values are nested too deeply to be a pipeline", file=file) from None
+
+
+def _parse(text: str, file: str, overrides: Iterable[str]) -> ConfigSpec:
+    try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"\(at line (\d+), column \d+\)", str(exc))

@@ -43,6 +43,11 @@ class Graph:
         """The source nodes, in topological order."""
         return [n for n in self.order if issubclass(self.nodes[n].stage_cls, SourceStage)]
 
+    @property
+    def source_ids(self) -> list[str]:
+        """The source_id of each source node's frames, in topological order."""
+        return [source_id_of(self.nodes[name]) for name in self.sources]
+
     def successors(self, name: str) -> list[str]:
         return [edge.dst for edge in self.edges if edge.src == name]
 
@@ -56,6 +61,11 @@ class Graph:
                 seen.append(current)
                 frontier.extend(self.successors(current))
         return seen
+
+
+def source_id_of(node: NodeSpec) -> str:
+    """The source_id a source node's frames carry."""
+    return node.stage_cls.source_id_of(node.name, node.config)  # type: ignore[attr-defined]
 
 
 def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Graph:
@@ -103,9 +113,39 @@ def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Gr
             raise spec.error("source is not linked to anything", node=name)
 
     order = _topological_order(spec, pairs)
+    _check_upstream(spec, pairs)
     edges = [_edge(spec, src, dst) for src, dst in pairs]
     _check_files(spec, also_written or {})
     return Graph(spec=spec, order=order, edges=edges)
+
+
+def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> None:
+    """A node that needs a node of some type before it (analytics after track) gets one on
+    every path from a source, found now rather than at the first frame."""
+    feeders: dict[str, list[str]] = {}
+    for src, dst in pairs:
+        feeders.setdefault(dst, []).append(src)
+    for name, node in spec.nodes.items():
+        needed = node.stage_cls.needs_upstream
+        if not needed:
+            continue
+        # Walk back from the node; a path that reaches a source without a needed type fails.
+        stack, seen = list(feeders.get(name, [])), set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if spec.nodes[current].stage_cls.type_name in needed:
+                continue
+            if current not in feeders:  # a source, reached without one
+                wanted = " or ".join(f"'{kind}'" for kind in needed)
+                raise spec.error(
+                    f"needs a {wanted} node before it, on the way from source '{current}' "
+                    f"(e.g. links = [\"... ! nms ! {needed[0]} ! {name}\"])",
+                    node=name,
+                )
+            stack.extend(feeders[current])
 
 
 def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:
@@ -114,10 +154,7 @@ def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:
     sources = {
         name: node for name, node in spec.nodes.items() if issubclass(node.stage_cls, SourceStage)
     }
-    source_ids = [
-        node.stage_cls.source_id_of(name, node.config)  # type: ignore[attr-defined]
-        for name, node in sources.items()
-    ]
+    source_ids = [source_id_of(node) for node in sources.values()]
     claims = FileClaims()
     for name, node in sources.items():
         try:

@@ -65,7 +65,8 @@ def blame_override(error: ConfigError, overrides: list[str]) -> ConfigError:
     wanted = error.key if error.node is None else f"{error.node}.{error.key}".removesuffix(".type")
     for override in reversed(overrides):
         path = "".join(override.partition("=")[0].split())
-        if path == wanted or path.removesuffix(".type") == wanted:
+        # The --set may give a whole table or list whose part is wrong (lines.0 of lines).
+        if wanted in (path, path.removesuffix(".type")) or wanted.startswith(f"{path}."):
             return ConfigError(
                 error.message, file=f"--set {shown(override)}", node=error.node, key=error.key
             )

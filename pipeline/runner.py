@@ -202,12 +202,14 @@ class Runner:
     def _open_all(self) -> int | None:
         """Open downstream stages first, so a stage can ask them what they expect."""
         opened: list[_Node] = []
+        source_ids = self.graph.source_ids
         for name in reversed(self.graph.order):
             node = self._nodes[name]
             context = StageContext(
                 name=name,
                 downstream=[self._nodes[n].stage for n in self.graph.downstream_of(name)],
                 sources_in_run=self.sources_in_run,
+                source_ids=source_ids,
             )
             try:
                 opening = time.monotonic()

@@ -46,6 +46,8 @@ class StageContext:
     """Stages reachable downstream, nearest first (already open)."""
     sources_in_run: int = 1
     """Sources of the whole run, across every shard: they share this machine's cores."""
+    source_ids: Sequence[str] = ()
+    """The source ids whose frames this graph (this shard's, with shards) carries."""
 
     def find_downstream(self, kind: type) -> Any:
         """The nearest downstream stage that is an instance of ``kind``, or None."""
@@ -60,6 +62,9 @@ class Stage:
     writes_records: ClassVar[bool] = False
     """An event sink: it turns frames into records and ``accept``s them. With shards, the
     shards send records and the parent process holds the one real sink."""
+    needs_upstream: ClassVar[tuple[str, ...]] = ()
+    """Stage types one of which must come before this node on every path from a source
+    (analytics needs track): checked when the graph is built."""
     reads_pixels: ClassVar[bool] = True
     """Whether ``process`` looks at ``frame.image``'s pixels, not only its shape. When no
     stage after preprocessing does, the preprocess node lets the pixels go once the model

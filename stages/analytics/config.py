@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import logging
+import math
+from typing import Annotated, Literal
 
 import shapely
 from pydantic import Field, model_validator
@@ -21,7 +23,14 @@ Anchor = Literal[
     "center_left",
     "center_right",
 ]
-Point = list[float]
+MAX_COORDINATE = 1e6
+Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=MAX_COORDINATE)]
+"""Finite, and within a million pixels of the frame: anything else is a typo."""
+Point = list[Coordinate]
+SUMMARY_KEYS = frozenset({"by_class"})
+"""Keys of a line's counts beside its two direction labels."""
+
+log = logging.getLogger(__name__)
 
 
 class LineConfig(StageConfig):
@@ -53,6 +62,12 @@ class LineConfig(StageConfig):
             raise ValueError(f"line '{self.name}': start and end are the same point")
         if self.in_label == self.out_label:
             raise ValueError(f"line '{self.name}': in_label and out_label must differ")
+        for label in (self.in_label, self.out_label):
+            if label in SUMMARY_KEYS:
+                raise ValueError(
+                    f"line '{self.name}': '{label}' is a key of the counts already; "
+                    "name the direction otherwise"
+                )
         return self
 
 
@@ -119,6 +134,14 @@ class AnalyticsConfig(StageConfig):
                 _check_unit(f"zone '{zone.name}'", zone.polygon)
         if not self.lines and not self.zones:
             raise ValueError("no lines and no zones: give at least one")
+        if not self.normalized:
+            for line in self.lines:
+                if math.dist(line.start, line.end) < 1:
+                    log.warning(
+                        "line '%s' is shorter than a pixel: nothing will cross it "
+                        "(normalized = true for coordinates in 0-1)",
+                        line.name,
+                    )
         return self
 
 

@@ -3,6 +3,8 @@ objects, per source, as events that travel with their frame to the event sinks."
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +12,12 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.pipeline.validation import suggest
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.counting import SourceAnalytics
 from vapipe.stages.analytics.geometry import Line, Zone, compile_geometry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,19 @@ class AnalyticsStage(Stage):
 
     Config = AnalyticsConfig
     config: AnalyticsConfig
+    needs_upstream = ("track",)
+
+    @classmethod
+    def check_for_sources(cls, config: AnalyticsConfig, source_ids: Sequence[str]) -> None:
+        """A line or zone for a source the run does not have does nothing: said now."""
+        for kind, items in (("line", config.lines), ("zone", config.zones)):
+            for item in items:
+                if item.source is not None and item.source not in source_ids:
+                    log.warning(
+                        "%s '%s' is for source '%s', which this run does not have (sources: "
+                        "%s): it will count nothing",
+                        kind, item.name, item.source, ", ".join(source_ids),
+                    )  # fmt: skip
 
     def open(self, context: StageContext) -> None:
         self.sources: dict[str, SourceAnalytics] = {}
@@ -45,6 +63,8 @@ class AnalyticsStage(Stage):
             raise PipelineError("detections have no track ids: link a track node before analytics")
         state = self.sources.get(frame.source_id)
         if state is None:
+            if not self.sources:
+                self._check_classes(frame.detections.names)
             height, width = frame.shape[:2]
             lines, zones = compile_geometry(self.config, frame.source_id, width, height)
             state = self.sources[frame.source_id] = SourceAnalytics(self.config, lines, zones)
@@ -53,6 +73,19 @@ class AnalyticsStage(Stage):
             self.emitted += 1
         frame.analytics = FrameAnalytics(state.summary(), tuple(state.lines), tuple(state.zones))
         return (frame,)
+
+    def _check_classes(self, names: Sequence[str]) -> None:
+        """A class the model does not have never counts: said once, at the first frame."""
+        if not names:
+            return
+        for kind, items in (("line", self.config.lines), ("zone", self.config.zones)):
+            for item in items:
+                for wanted in item.classes or ():
+                    if wanted not in names:
+                        log.warning(
+                            "%s '%s': the model has no class '%s'%s: it will never count",
+                            kind, item.name, wanted, suggest(wanted, list(names)),
+                        )  # fmt: skip
 
     def stats(self) -> dict[str, Any]:
         sources = getattr(self, "sources", {})

@@ -46,4 +46,6 @@ def letterbox_for(
     else:
         resized_w, resized_h = int(frame_w * scale), int(frame_h * scale)
         pad_x = pad_y = 0
+    # A picture 1000 times wider than high still keeps one row (10000x10 into 416x416).
+    resized_w, resized_h = max(1, resized_w), max(1, resized_h)
     return Letterbox(scale, pad_x, pad_y, resized_w, resized_h, frame_w, frame_h)

@@ -89,8 +89,10 @@ class EventsSink(PathSink):
             return
         except OSError:
             if seekable:  # a full disk: take the partial line back, so every line is whole
-                os.ftruncate(handle.fileno(), start)
-                handle.seek(start)
+                # A device (/dev/full) cannot be truncated: the disk's error is the one to tell.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(handle.fileno(), start)
+                    handle.seek(start)
             raise
         self.lines += 1
 

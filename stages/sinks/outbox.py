@@ -10,10 +10,11 @@ import time
 from collections import deque
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import Stage, StageConfig
+from vapipe.pipeline.validation import suggest
 from vapipe.stages.sinks.records import Record, frame_records, message_record
 
 log = logging.getLogger(__name__)
@@ -110,11 +111,29 @@ class Outbox:
         return not self._items
 
 
+EVENT_TYPES = (
+    "frame", "line_cross", "zone_enter", "zone_exit", "zone_dwell", "zone_crowded",
+    "zone_clear", "source_down", "source_up",
+)  # fmt: skip
+"""The event types the built-in stages emit (docs/events.schema.json)."""
+
+
 class OutboxConfig(StageConfig):
     """What every network event sink shares: the event filter and the outbox."""
 
     event_types: list[str] | None = None
     """Only these event types (``["line_cross", "zone_enter"]``); default: every event."""
+
+    @field_validator("event_types")
+    @classmethod
+    def _known_types(cls, types: list[str] | None) -> list[str] | None:
+        for kind in types or ():
+            if kind not in EVENT_TYPES:  # a plugin's own type may still be right: warned
+                log.warning(
+                    "event_types: no built-in stage emits '%s'%s; known: %s",
+                    kind, suggest(kind, EVENT_TYPES), ", ".join(EVENT_TYPES),
+                )  # fmt: skip
+        return types
     outbox_size: int = Field(10000, ge=1, le=10_000_000)
     """Events held while the peer is slow or down; beyond, the oldest are dropped."""
     drain_s: float = Field(5.0, ge=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,17 @@ def names_for(template: str, source_ids: Sequence[str]) -> list[Names]:
         prefix, _, rest = filled.partition(_AnyFrame.MARK)
         found.add(Names(prefix, rest.rpartition(_AnyFrame.MARK)[2], many=True))
     return sorted(found, key=str)
+
+
+def check_writable(path: Path) -> None:
+    """The file's folder exists (made now if need be) and takes a new file: found out when
+    the sink opens, not at the first frame or, for a video, after its first fragment."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}", key="path") from None
 
 
 def output_path(template: str, source_id: str, seq: int = 0) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 import av
 import cv2
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
@@ -23,7 +23,13 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
 from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
 from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name, temporary_names
-from vapipe.stages.sinks.paths import PathSink, names_for, output_path, paths_for
+from vapipe.stages.sinks.paths import (
+    PathSink,
+    check_writable,
+    names_for,
+    output_path,
+    paths_for,
+)
 from vapipe.stages.source.images import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,12 @@ class VideoConfig(StageConfig):
     """With ``segment_s``: keep the newest this many files (an earlier run's included),
     deleting older ones."""
 
+    @model_validator(mode="after")
+    def _segments_only_with_segment_s(self) -> VideoConfig:
+        if self.max_segments is not None and self.segment_s is None:
+            log.warning("max_segments does nothing without segment_s: one file is written")
+        return self
+
 
 @register("video")
 class VideoSink(PathSink):
@@ -95,6 +107,34 @@ class VideoSink(PathSink):
         self.written: dict[str, int] = {}
         # An image extension: annotated pictures instead of a video.
         self._pictures = Path(self.config.path).suffix.lower() in IMAGE_SUFFIXES
+        for names in self.files_written(self.config, context.source_ids or ["source"]):
+            check_writable(Path(names if isinstance(names, str) else names.prefix))
+        self._encoder_opens()
+
+    def _encoder_opens(self) -> None:
+        """The encoder is opened once now, on a small picture: one that this FFmpeg lacks or
+        that cannot start here (``h264_nvenc`` without its GPU) is a config error before the
+        run, not a failure at its first frame."""
+        if self._pictures:
+            return
+        try:
+            codec = av.CodecContext.create(self.config.codec, "w")
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise ConfigError(
+                f"encoder '{self.config.codec}' is not in this FFmpeg ({exc}); "
+                "'run-pipeline doctor' lists the hardware ones found here",
+                key="codec",
+            ) from None
+        codec.width, codec.height, codec.pix_fmt = 64, 64, "yuv420p"
+        codec.time_base = Fraction(1, 25)
+        try:
+            codec.open()
+        except (av.error.FFmpegError, ValueError, OSError) as exc:
+            raise ConfigError(
+                f"encoder '{self.config.codec}' cannot be opened here: "
+                f"{getattr(exc, 'strerror', None) or exc}",
+                key="codec",
+            ) from None
 
     def process(self, frame: Frame) -> tuple[Frame]:
         if self._pictures:
