@@ -140,6 +140,18 @@ class Subscriber:
         with self._lock:
             self.messages.append((message.topic, json.loads(message.payload)))
 
+    @staticmethod
+    def publish_marker(port: int, topic: str) -> dict[str, Any]:
+        """Publish a unique message (QoS 1, acknowledged) from a client of its own."""
+        marker = {"marker": os.urandom(8).hex()}
+        client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+        client.connect("127.0.0.1", port, 30)
+        client.loop_start()
+        client.publish(topic, json.dumps(marker), qos=1).wait_for_publish(10)
+        client.disconnect()
+        client.loop_stop()
+        return marker
+
     def received(self) -> list[tuple[str, dict[str, Any]]]:
         with self._lock:
             return list(self.messages)

@@ -89,7 +89,15 @@ def rtsp_server(
 
 @contextlib.contextmanager
 def black_hole() -> Iterator[int]:
-    """A TCP server on loopback that accepts connections and never answers."""
+    """A TCP server on loopback that accepts connections and never answers: its port."""
+    with black_hole_watched() as (port, _):
+        yield port
+
+
+@contextlib.contextmanager
+def black_hole_watched() -> Iterator[tuple[int, threading.Event]]:
+    """A black hole, and an event set once it has accepted a connection."""
+    accepted = threading.Event()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -103,11 +111,12 @@ def black_hole() -> Iterator[int]:
             with contextlib.suppress(OSError):
                 conn, _ = listener.accept()
                 held.append(conn)
+                accepted.set()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield listener.getsockname()[1]
+        yield listener.getsockname()[1], accepted
     finally:
         stop.set()
         thread.join(2)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -220,9 +219,7 @@ def test_ctrl_c_drains_every_shard(tmp_path: Path) -> None:
     run = Running(config)
     wait_for_every_source(events)
     os.killpg(run.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process
-    started = time.monotonic()
     assert run.finish(60) == 130, "\n".join(run.lines[-30:])
-    assert time.monotonic() - started < 30
     assert "interrupted: outputs were flushed and closed" in run.lines[-1]
     records = read_events(events)
     for source in ("people", "traffic", "horses"):

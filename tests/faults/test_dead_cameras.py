@@ -4,29 +4,33 @@ within its timeout, said in events and errors, and Ctrl-C never waits for a netw
 from __future__ import annotations
 
 import signal
-import time
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
-from tests.e2e.rtsp import black_hole, free_port, rtsp_server
+from tests.e2e.rtsp import black_hole_watched, free_port, rtsp_server
 
 RTSP = str(REPO / "configs" / "rtsp.toml")
 
 
 def test_a_black_hole_does_not_delay_ctrl_c(tmp_path: Path) -> None:
-    with black_hole() as port:
+    with black_hole_watched() as (port, accepted):
         pipeline = spawn(
             RTSP, "--set", f"cam.uri=rtsp://127.0.0.1:{port}/stream",
-            "--set", "cam.open_timeout_s=60", "--log-level", "debug", cwd=tmp_path,
+            "--set", "cam.open_timeout_s=600", "--log-level", "debug", cwd=tmp_path,
         )  # fmt: skip
         assert pipeline.stderr is not None
-        wait_for(lambda: pipeline.poll() is None, 1, "a running pipeline")
-        time.sleep(2)  # inside av.open, which would wait 60 s for the silent server
+        # Connected: now inside av.open, which would wait 600 s for the silent server.
+        wait_for(accepted.is_set, 120, "the camera's connection")
         pipeline.send_signal(signal.SIGINT)
-        stopped = time.monotonic()
-        _, stderr = pipeline.communicate(timeout=60)
+        try:  # well before the open timeout, whatever the machine's load
+            _, stderr = pipeline.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pipeline.kill()
+            pytest.fail("Ctrl-C waited for the open timeout")
     assert pipeline.returncode == 130, stderr[-2000:]
-    assert time.monotonic() - stopped < 5, "Ctrl-C waited for the open timeout"
 
 
 def test_max_attempts_is_the_number_of_attempts(tmp_path: Path) -> None:
@@ -65,23 +69,20 @@ def test_a_paused_server_is_a_stall_then_a_reconnect(tmp_path: Path, people_mp4:
             wait_for(lambda: len(read_lines(events)) >= 24, 60, "a second of frames")
             assert server.process is not None
             server.process.send_signal(signal.SIGSTOP)  # alive, connected, silent
-            paused = time.monotonic()
-            wait_for(lambda: '"source_down"' in events.read_text(), 15, "source_down")
-            noticed = time.monotonic() - paused
-            time.sleep(1)
+            # Noticed by the read/stall timeouts (2 s): the wait here only bounds a hang.
+            wait_for(lambda: '"source_down"' in events.read_text(), 60, "source_down")
             server.process.send_signal(signal.SIGCONT)
-            resumed = time.monotonic()
-            wait_for(lambda: '"source_up"' in events.read_text(), 30, "source_up")
-            back = time.monotonic() - resumed
+            wait_for(lambda: '"source_up"' in events.read_text(), 60, "source_up")
         finally:
             if server.process is not None:
                 server.process.send_signal(signal.SIGCONT)
             pipeline.send_signal(signal.SIGINT)
             pipeline.communicate(timeout=60)
-    # read timeout 2 s (+ 1 s of slack for the poll here); back within backoff + open timeout.
-    assert noticed <= 2 + 1 + 1, f"a silent camera took {noticed:.1f} s to notice"
-    assert back <= 1 + 3 + 2, f"{back:.1f} s to the first frame after the camera returned"
-    kinds = [e["event"] for e in read_events(events)]
+    events_seen = read_events(events)
+    kinds = [e["event"] for e in events_seen]
+    down = events_seen[kinds.index("source_down")]
+    # The stall is what was noticed (not the end of the stream, nor a refused connection).
+    assert "no frame for" in down["reason"] or "timed out" in down["reason"].lower(), down
     assert kinds.index("source_down") < kinds.index("source_up")
 
 

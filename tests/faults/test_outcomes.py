@@ -117,7 +117,7 @@ def test_stdout_closed_by_its_reader_is_not_an_error(tmp_path: Path) -> None:
         ),
         pytest.param(
             ["--set", "video.codec=nosuchcodec"],
-            "node 'video' key 'codec': encoder 'nosuchcodec' is not available",
+            "node 'video' key 'codec': encoder 'nosuchcodec' is not in this FFmpeg",
             id="codec",
         ),
     ],

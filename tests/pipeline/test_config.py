@@ -222,3 +222,13 @@ type = "test-collect"
         "p.toml:6: node 'cam' key 'reconnect.max_atempts': unknown key (did you mean "
         "'max_attempts'?); valid keys: initial_s, max_s, max_attempts, jitter"
     )
+
+
+def test_a_links_own_queue_size_beats_the_pipelines() -> None:
+    built = parse(
+        'links = ["cam ! pre ! det"]\n[pipeline]\nqueue_size = 8\n'
+        '[nodes.cam]\ntype = "source"\nuri = "x.mp4"\n[nodes.pre]\ntype = "preprocess"\n'
+        '[nodes.det]\ntype = "infer"\nmodel = "m.onnx"\n[queues."cam ! pre"]\nsize = 3\n'
+    )
+    sizes = {edge.name: edge.size for edge in built.edges}
+    assert sizes == {"cam ! pre": 3, "pre ! det": 8}

@@ -55,3 +55,26 @@ def test_examples() -> None:
     assert mask_credentials("open http://u:secret") == "open http://***"
     assert mask_credentials("rtsp//a:b@c") == "rtsp//***@c"
     assert mask_credentials("x://h:554 y://h:554?x") == "x://h:554 y://h:554?x"
+
+
+def test_a_secret_is_masked_percent_encoded_and_decoded() -> None:
+    from vapipe.pipeline.urls import register_secret
+
+    register_secret("p@ss/w0rd-mask-test")
+    for shown in ("p@ss/w0rd-mask-test", "p%40ss%2Fw0rd-mask-test"):
+        assert mask_credentials(f"failed: {shown}!") == "failed: ***!"
+    register_secret("q%40ss%2Fw0rd-mask-test")  # given encoded, as in a URL
+    assert mask_credentials("q@ss/w0rd-mask-test") == "***"
+
+
+def test_json_log_lines_are_masked() -> None:
+    import json
+    import logging
+
+    from vapipe.pipeline.cli import _JsonFormatter
+
+    record = logging.LogRecord(
+        "x", logging.WARNING, __file__, 1, "open %s failed", ("rtsp://admin:pw9@cam/s",), None
+    )
+    entry = json.loads(_JsonFormatter().format(record))
+    assert entry["message"] == "open rtsp://***@cam/s failed"

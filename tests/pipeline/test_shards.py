@@ -112,3 +112,40 @@ def test_stage_stats_add_up_over_shards() -> None:
                        "dropped_by_source": {"a": 1, "b": 1}})  # fmt: skip
     assert queue["high_water"] == 5 and queue["dropped"] == 3
     assert queue["dropped_by_source"] == {"a": 2, "b": 1}
+
+
+class _Collecting:
+    """Stands in for the parent's event sink."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+
+    def accept(self, record: dict) -> None:
+        self.records.append(record)
+
+
+def test_the_parent_drops_frames_delivered_before_a_restart_and_says_source_up_first() -> None:
+    import threading
+
+    from vapipe.pipeline.graph import build
+    from vapipe.pipeline.shards import ShardRunner, _Slot
+
+    runner = ShardRunner(build(parse(CONFIG, "s.toml")), 2)
+    sink = _Collecting()
+    runner._sinks, runner._sink_locks = {"events": sink}, {"events": threading.Lock()}  # type: ignore[dict-item]
+    runner._map_sources()
+
+    def frame(seq: int) -> None:
+        runner._deliver_frame("events", "a", seq, seq / 25, [{"event": "frame", "seq": seq}])
+
+    for seq in range(3):
+        frame(seq)
+    runner._sources_down(_Slot(0, ("a",), None), "shard 0 (a) died")
+    for seq in (1, 2, 3, 4):  # the restarted shard read the file again from frame 1
+        frame(seq)
+    kinds = [(r["event"], r["seq"]) for r in sink.records]
+    assert kinds == [
+        ("frame", 0), ("frame", 1), ("frame", 2),
+        ("source_down", 2), ("source_up", 2), ("frame", 3), ("frame", 4),
+    ], kinds  # fmt: skip
+    assert sink.records[3]["reason"] == "shard 0 (a) died"

@@ -195,3 +195,40 @@ def test_every_event_names_its_track_class_and_geometry() -> None:
     for event in events:
         assert {"event", "track_id", "class_name"} <= event.keys()
         assert ("line" in event) != ("zone" in event)
+
+
+def test_dwell_is_told_again_on_a_second_visit() -> None:
+    visit = walk(150, 250, 6) + [(250, 100)] * 25  # in at frame 3, 2.2 s inside
+    away = walk(250, 380, 6) + [(380, 100)] * 3
+    events, _ = run({"zones": [{**ZONE, "dwell_s": 2.0}]}, {7: visit + away + visit})
+    kinds = [e[1] for e in zone_events(events)]
+    assert kinds == ["zone_enter", "zone_dwell", "zone_exit", "zone_enter", "zone_dwell"], kinds
+
+
+def test_normalized_coordinates_scale_each_axis_by_its_own_size() -> None:
+    # The frame is 400 x 200: y = 0.75 is row 150 (row 300 if width and height were mixed up,
+    # below the frame: nothing would cross).
+    line = {"name": "gate", "start": [0.0, 0.75], "end": [1.0, 0.75]}
+    down = [(200, 100 + 10 * i) for i in range(10)]  # bottom centre from row 100 to 190
+    events, _ = run({"lines": [line], "normalized": True}, {1: down})
+    assert crossings(events) == [(1, "in")]  # downwards: from its left side to its right
+
+
+def test_a_zone_counts_only_its_classes() -> None:
+    path = walk(150, 250, 6) + [(250, 100)] * 3
+    events, summary = run(
+        {"zones": [{**ZONE, "classes": ["car"]}]}, {1: path, 2: path}, classes={1: 0, 2: 2}
+    )
+    assert [(e[1], e[2]) for e in zone_events(events)] == [("zone_enter", 2)]
+    assert summary["zones"]["bay"]["track_ids"] == [2]
+
+
+def test_the_default_anchor_is_the_bottom_centre_of_the_box() -> None:
+    # A horizontal line at row 105; boxes 20 high. The bottom edge goes 100 -> 112 and
+    # crosses it; the centre (90 -> 102) never does.
+    line = {"name": "kerb", "start": [0, 105], "end": [400, 105]}
+    down = [(200, 100 + 2 * i) for i in range(7)]
+    events, _ = run({"lines": [line]}, {1: down})
+    assert crossings(events) == [(1, "in")]
+    centre, _ = run({"lines": [line], "anchor": "center"}, {1: down})
+    assert crossings(centre) == []

@@ -278,3 +278,46 @@ def test_outbox_drops_the_oldest_and_counts_them() -> None:
         outbox.put(item)
     assert outbox.take(10, wait_s=0) == [2, 3, 4]
     assert outbox.dropped == 2 and outbox.high_water == 3
+
+
+class _RecordedWaits(threading.Event):
+    """The sender's waits between attempts, recorded and not slept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None and not self.is_set():
+            self.waits.append(round(timeout, 3))
+            return False
+        return super().wait(timeout)
+
+
+def test_the_backoff_grows_within_a_batch_and_starts_again_for_the_next() -> None:
+    failing = {1, 2, 3, 5}  # batch 1 fails three times, batch 2 once
+
+    def handler(conn: socket.socket, number: int) -> None:
+        conn.sendall(answer(500 if number in failing else 204))
+
+    with serving(handler) as server:
+        config = WebhookConfig(
+            url=f"http://127.0.0.1:{server.port}/e", batch_size=2, batch_wait_s=0,
+            retry_initial_s=0.05, retry_max_s=10,
+        )  # fmt: skip
+        sink = WebhookSink("hook", config)
+        sink.open(None)  # type: ignore[arg-type]
+        recorded = _RecordedWaits()
+        sink._closing = recorded
+        for seq in range(2):  # the first batch: delivered after its retries...
+            sink.accept({"event": "frame", "source_id": "cam", "seq": seq, "pts": 0.0})
+        deadline = time.monotonic() + 10
+        while sink.delivered < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for seq in range(2, 4):  # ...then the second
+            sink.accept({"event": "frame", "source_id": "cam", "seq": seq, "pts": 0.0})
+        while sink.delivered < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sink.close()
+    assert sink.stats()["delivered"] == 4
+    assert recorded.waits == [0.05, 0.1, 0.2, 0.05], recorded.waits

@@ -145,12 +145,21 @@ def test_jitter_never_pushes_a_wait_past_max_s() -> None:
     assert max(waits) <= 5.0 and max(waits) > 4.9
 
 
-def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> None:
+def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import time
     from types import SimpleNamespace
 
+    from vapipe.stages.source import stage as stage_module
     from vapipe.stages.source.stage import StreamStalled
 
+    # The source's clock, moved by the packets themselves: nothing here depends on how fast
+    # this machine runs the test.
+    clock = [1000.0]
+    monkeypatch.setattr(
+        stage_module, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    )
     video, audio = SimpleNamespace(index=0), SimpleNamespace(index=1)
 
     class AudioOnly:
@@ -160,19 +169,19 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> Non
 
         def demux(self):
             for _ in range(200):
-                time.sleep(0.02)
+                clock[0] += 0.02
                 self.sent += 1
                 yield SimpleNamespace(stream=audio)
 
     source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=0.3))
-    source._seq, source._last_pts, source.live = 0, None, True
+    source._seq, source.live = 0, True
     source.stream_info, source.source_id = None, "cam"
     source.spec = input_spec("rtsp://cam/x")
     audio_only = AudioOnly()
     with pytest.raises(StreamStalled, match=r"no frame for 0\.3"):
         next(source._session_frames(audio_only, video, paced=False))
-    # Caught by the watchdog, not by the end of the packets (that would be StopIteration).
-    assert 15 <= audio_only.sent < 200
+    # Caught by the watchdog at the first packet past 0.3 s, not at the end of the packets.
+    assert audio_only.sent == 16
 
     class Pictures:
         """A camera that never stops: one frame per packet."""
@@ -188,7 +197,7 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow() -> Non
 
     frames = source._session_frames(Pictures(), video, paced=False)
     first = next(frames)
-    time.sleep(0.5)  # downstream is slow: the source waits at its yield, longer than 0.3 s
+    clock[0] += 0.5  # downstream is slow: the source waits at its yield, longer than 0.3 s
     second = next(frames)
     assert (first.seq, second.seq) == (0, 1), "backpressure was taken for a stalled camera"
-    assert second.pts == pytest.approx(0.04)
+    assert second.pts - first.pts == pytest.approx(0.04)

@@ -105,13 +105,15 @@ def frame(source: str, seq: int, boxes: Detections) -> Frame:
     return Frame(source, seq, seq / 25, 0.0, image, info, detections=boxes)
 
 
-def test_sources_sharing_a_batch_never_mix() -> None:
+@pytest.mark.parametrize("apart", [3, 300], ids=["same-place", "far-apart"])
+def test_sources_sharing_a_batch_never_mix(apart: int) -> None:
     stage = TrackStage("track", TrackConfig())
     stage.open(None)  # type: ignore[arg-type]
     seen: dict[str, set[int]] = {"a": set(), "b": set()}
     for seq in range(20):
-        # Interleaved as a shared inference batch delivers them; the same place in both.
-        for source, offset in (("a", 0), ("b", 3)):
+        # Interleaved as a shared inference batch delivers them; at the same place in both
+        # (one shared tracker would merge them), or far apart (it would number them 1 and 2).
+        for source, offset in (("a", 0), ("b", apart)):
             (out,) = stage.process(frame(source, seq, dets([box_at(10 * seq + offset, 50)])))
             seen[source].update(out.detections.track_id.tolist())
     assert seen == {"a": {1}, "b": {1}}, "ids leaked between sources"
