@@ -476,6 +476,7 @@ class VideoSource(SourceStage):
             ),
             "decode_threads": self.decode_threads or "auto",
             "frames_as_yuv420": self.yuv_frames if self.send_yuv else None,
+            "clock_restarts": self.timeline.discontinuities,
         }
 
 

@@ -5,6 +5,7 @@ increasing, never squeezed into microsteps, and spans what was captured."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -102,8 +103,9 @@ def test_concatenated_mpegts_clips_play_one_after_the_other(tmp_path: Path) -> N
         for _ in range(2):
             with (tmp_path / "one.ts").open("rb") as part:
                 shutil.copyfileobj(part, joined)
-    result = cli(str(FILE_CONFIG), "--set", "cam.uri=both.ts", cwd=tmp_path)
+    result = cli(str(FILE_CONFIG), "--set", "cam.uri=both.ts", "--stats", "s.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((tmp_path / "s.json").read_text())["stages"]["cam"]["clock_restarts"] == 1
     seen = frames(read_events(tmp_path / "out/events.jsonl"), "cam")
     interval = 1001 / 30000
     assert len(seen) == 240
