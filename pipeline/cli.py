@@ -14,13 +14,13 @@ import signal
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vapipe import __version__
 from vapipe.pipeline import assets
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.logs import json_line, setup_logging
 from vapipe.pipeline.runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
 from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.urls import mask_credentials
@@ -32,46 +32,6 @@ log = logging.getLogger("pipeline")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 OUT_OF_MEMORY = "out of memory (under a memory limit such as ulimit -v, or a container's?)"
-
-
-class _MaskingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return mask_credentials(super().format(record))
-
-
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per record, for log shippers (Loki, Elasticsearch, journald)."""
-
-    def __init__(self, shard: str = "") -> None:
-        super().__init__()
-        self.shard = shard
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {"shard": self.shard} if self.shard else {}
-        entry |= {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": mask_credentials(record.getMessage()),
-        }
-        if record.exc_info:
-            entry["traceback"] = mask_credentials(self.formatException(record.exc_info))
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def setup_logging(level: str, style: str = "text", prefix: str = "") -> None:
-    """Log lines to stderr; ``prefix`` (a shard's name) starts each text line."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        _JsonFormatter(prefix.strip())
-        if style == "json"
-        else _MaskingFormatter(
-            f"%(asctime)s %(levelname)-7s {prefix}%(name)s: %(message)s", datefmt="%H:%M:%S"
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -213,7 +173,7 @@ def run_main(argv: list[str]) -> int:
         _write_stats(Path(args.stats), stats)
     if stats["started"]:  # a stage that failed to open leaves nothing worth a table
         if args.log_format == "json":
-            _json_line("info", "summary", summary=json.loads(_masked_json(stats)))
+            json_line("info", "summary", summary=json.loads(_masked_json(stats)))
         else:
             print(_summary(stats), file=sys.stderr)
     if result.error is not None:
@@ -221,7 +181,7 @@ def run_main(argv: list[str]) -> int:
         return _fail(result.error, result.exit_code, args.log_format)
     if result.exit_code == EXIT_INTERRUPTED:
         if args.log_format == "json":
-            _json_line("info", "interrupted: outputs were flushed and closed", exit_code=130)
+            json_line("info", "interrupted: outputs were flushed and closed", exit_code=130)
         else:
             print("interrupted: outputs were flushed and closed", file=sys.stderr)
     return result.exit_code
@@ -258,22 +218,10 @@ def _write_stats(path: Path, stats: dict[str, Any]) -> None:
 def _fail(error: BaseException | str, code: int, style: str = "text") -> int:
     message = mask_credentials(str(error))
     if style == "json":
-        _json_line("error", message, exit_code=code)
+        json_line("error", message, exit_code=code)
     else:
         print(f"error: {message}", file=sys.stderr)
     return code
-
-
-def _json_line(level: str, message: str, **fields: Any) -> None:
-    """A line of the run's own (not a logger's) in the --log-format json shape."""
-    entry = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        "level": level,
-        "logger": "vapipe",
-        "message": message,
-        **fields,
-    }
-    print(json.dumps(entry, ensure_ascii=False), file=sys.stderr)
 
 
 class _Progress:

@@ -158,8 +158,8 @@ def run_shard(job: ShardJob, conn: Any) -> None:
 def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
     from vapipe.pipeline import config as config_module
     from vapipe.pipeline import graph as graph_module
-    from vapipe.pipeline.cli import setup_logging
     from vapipe.pipeline.errors import ConfigError
+    from vapipe.pipeline.logs import setup_logging
     from vapipe.pipeline.runner import EXIT_USAGE, Runner
     from vapipe.pipeline.signals import install_stop_signals
 

@@ -55,10 +55,10 @@ def test_json_log_lines_are_masked() -> None:
     import json
     import logging
 
-    from vapipe.pipeline.cli import _JsonFormatter
+    from vapipe.pipeline.logs import JsonFormatter
 
     record = logging.LogRecord(
         "x", logging.WARNING, __file__, 1, "open %s failed", ("rtsp://admin:pw9@cam/s",), None
     )
-    entry = json.loads(_JsonFormatter().format(record))
+    entry = json.loads(JsonFormatter().format(record))
     assert entry["message"] == "open rtsp://***@cam/s failed"

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from vapipe.pipeline.cli import _MaskingFormatter
+from vapipe.pipeline.logs import MaskingFormatter
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff, ReconnectConfig
 from vapipe.stages.source.inputs import input_spec, webcam_device
@@ -42,7 +42,7 @@ def test_log_lines_are_masked_including_ffmpeg_loggers() -> None:
         ("rtsp://admin:pw@cam/x",),
         None,
     )
-    assert _MaskingFormatter("%(name)s: %(message)s").format(record) == (
+    assert MaskingFormatter("%(name)s: %(message)s").format(record) == (
         "libav.rtsp: method DESCRIBE failed for rtsp://***@cam/x"
     )
 
