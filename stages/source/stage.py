@@ -294,6 +294,8 @@ class VideoSource(SourceStage):
             if picture is None:
                 self.decode_errors += 1
                 continue
+            # Pictures are timed by their place in the list, not by the timeline's sessions.
+            self.timeline.last_pts = index * interval
             yield self._frame(picture, index * interval)
         self._account(self._seq, len(paths))
 
@@ -441,7 +443,6 @@ class VideoSource(SourceStage):
             yuv=yuv,
         )  # type: ignore[arg-type]
         self._seq += 1
-        self.timeline.last_pts = pts
         return frame
 
     def _message(self, kind: str, **data: Any) -> Message:
