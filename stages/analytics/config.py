@@ -116,6 +116,12 @@ class AnalyticsConfig(StageConfig):
     hysteresis_px: float = Field(4.0, ge=0)
     """An anchor nearer than this to a line or a zone's edge keeps its previous side, so an
     object jittering on the line counts once."""
+    min_crossing_frames: int = Field(2, ge=1, le=1000)
+    """A crossing counts once the object has been seen this many frames on the new side
+    (and ``min_crossing_px`` past the line); going back before that counts nothing."""
+    min_crossing_px: float = Field(8.0, ge=0)
+    """How far past the line (pixels, from the line to the anchor) an object must get for its
+    crossing to count: someone walking along the line never does."""
     lost_s: float = Field(1.0, ge=0)
     """A track not seen for this long (stream seconds) has left its zones (``zone_exit``
     with ``reason = "lost"``)."""

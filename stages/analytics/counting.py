@@ -16,13 +16,26 @@ Event = dict[str, Any]
 
 
 @dataclass
+class Crossing:
+    """A track on the other side of a line, not yet counted: it must stay there for
+    ``min_crossing_frames`` and get ``min_crossing_px`` past the line first."""
+
+    frames: int = 0
+    depth: float = 0.0
+    position: float = 0.0
+    """Where along the line (0 start, 1 end) it first came over."""
+
+
+@dataclass
 class TrackMemory:
     """What the analytics remember of one track."""
 
     class_name: str
     last_seen: float
     sides: dict[str, int] = field(default_factory=dict)
-    """Line name -> the last side (+1 right, -1 left) the anchor was clearly on."""
+    """Line name -> the side (+1 right, -1 left) the track was last counted or first seen on."""
+    crossing: dict[str, Crossing] = field(default_factory=dict)
+    """Line name -> a crossing under way."""
 
 
 class SourceAnalytics:
@@ -79,33 +92,52 @@ class SourceAnalytics:
     def _cross(self, line: Line, dets: Detections, ids: list[int], names: list[str]) -> list[Event]:
         events = []
         signed, along = line.sides(anchor_points(dets.xyxy, line.anchor))
-        key, hysteresis = line.config.name, self.config.hysteresis_px
+        key = line.config.name
         for track_id, name, distance, position in zip(
             ids, names, signed.tolist(), along.tolist(), strict=True
         ):
             if line.config.classes is not None and name not in line.config.classes:
                 continue
-            if abs(distance) < hysteresis:
-                continue  # on the line: keep the last clear side (no count for jitter)
-            side = 1 if distance > 0 else -1
             memory = self.tracks[track_id]
-            before = memory.sides.get(key)
-            memory.sides[key] = side
-            if before is None or before == side or not 0.0 <= position <= 1.0:
-                continue  # first sighting, same side, or passing beyond the line's ends
-            label = line.config.in_label if side > 0 else line.config.out_label
-            line.counts[label][name] += 1
-            events.append(
-                {
-                    "event": "line_cross",
-                    "track_id": track_id,
-                    "class_name": name,
-                    "line": key,
-                    "direction": label,
-                    "counts": line.totals(),
-                }
-            )
+            if self._crossed(memory, key, distance, position):
+                label = line.config.in_label if distance > 0 else line.config.out_label
+                line.counts[label][name] += 1
+                events.append(
+                    {
+                        "event": "line_cross",
+                        "track_id": track_id,
+                        "class_name": name,
+                        "line": key,
+                        "direction": label,
+                        "counts": line.totals(),
+                    }
+                )
         return events
+
+    def _crossed(self, memory: TrackMemory, key: str, distance: float, position: float) -> bool:
+        """Whether this sighting completes a crossing of line ``key``: the track left the side
+        it was on and has now been on the other one for ``min_crossing_frames`` sightings and
+        ``min_crossing_px`` deep. Going back before that cancels it, so an object walking
+        along the line or jittering across it counts nothing; a real return later counts."""
+        if abs(distance) < self.config.hysteresis_px:
+            return False  # on the line: neither side
+        side = 1 if distance > 0 else -1
+        before = memory.sides.get(key)
+        if before is None or before == side:
+            memory.sides[key] = side
+            memory.crossing.pop(key, None)
+            return False
+        crossing = memory.crossing.setdefault(key, Crossing(position=position))
+        crossing.frames += 1
+        crossing.depth = max(crossing.depth, abs(distance))
+        if (
+            crossing.frames < self.config.min_crossing_frames
+            or crossing.depth < self.config.min_crossing_px
+        ):
+            return False
+        memory.sides[key] = side
+        del memory.crossing[key]
+        return 0.0 <= crossing.position <= 1.0  # beyond the line's ends: a side change only
 
     def _visit(
         self, zone: Zone, dets: Detections, ids: list[int], names: list[str], pts: float

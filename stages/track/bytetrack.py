@@ -4,6 +4,11 @@ first, then the low-score ones keep existing tracks alive through occlusion and 
 Tracks are held as arrays (one row per track), so a frame costs a few batched numpy calls and
 one Hungarian assignment per stage (scipy's ``linear_sum_assignment``), not a Python loop over
 tracks. A track gets its id once confirmed; ids count from 1 per source.
+
+One object, one track: a track's class is a vote over its life (each matched detection adds
+its score to its class), so a car the detector calls a truck now and then stays one car; and a
+box reported twice with two classes (class-aware NMS keeps both) is merged into the better one
+before matching, its score going to the vote.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ class ByteTracker:
         self.next_id = 1
         self.frames = 0
         self.ids = np.zeros(0, np.int64)  # 0 until confirmed
-        self.class_id = np.zeros(0, np.int32)
+        self.class_id = np.zeros(0, np.int32)  # the vote's winner
+        self.votes = np.zeros((0, 1))  # track x class: summed detection scores
         self.state = np.zeros(0, np.int8)
         self.hits = np.zeros(0, np.int32)
         self.last_seen = np.zeros(0, np.float64)
@@ -37,13 +43,18 @@ class ByteTracker:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def update(self, dets: Detections, time_s: float) -> Detections:
+    def update(
+        self, dets: Detections, time_s: float, image: np.ndarray | None = None
+    ) -> Detections:
+        """See ``Tracker.update``; motion and overlap only, so ``image`` is not used."""
         p = self.params
         self.frames += 1
         self.mean, self.cov = kalman.predict(self.mean, self.cov)
+        primary = duplicates_of(dets, p.merge_iou)
+        kept = primary < 0
         overlaps = iou_matrix(kalman.boxes_of(self.mean), dets.xyxy)  # every track x detection
-        high = np.flatnonzero(dets.score >= p.high_score)
-        low = np.flatnonzero((dets.score >= p.low_score) & (dets.score < p.high_score))
+        high = np.flatnonzero(kept & (dets.score >= p.high_score))
+        low = np.flatnonzero(kept & (dets.score >= p.low_score) & (dets.score < p.high_score))
         confirmed = np.flatnonzero(self.ids > 0)
         unconfirmed = np.flatnonzero(self.ids == 0)
         matched_tracks: list[np.ndarray] = []
@@ -73,6 +84,7 @@ class ByteTracker:
         rows = np.concatenate(matched_tracks)
         det_rows = np.concatenate(matched_dets)
         self._correct(rows, dets.xyxy[det_rows], time_s)
+        self._vote(rows, det_rows, dets, primary)
         output = self._output(rows, det_rows, dets)
 
         keep = np.ones(len(self), bool)
@@ -98,7 +110,7 @@ class ByteTracker:
         overlap = overlaps[np.ix_(tracks, candidates)]
         if fuse:  # ByteTrack's score fusion: a sure detection wins a tie in overlap
             overlap = overlap * dets.score[candidates][None, :]
-        if self.params.class_aware:
+        if self.params.class_aware:  # the track's voted class against each detection's own
             same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
             overlap = np.where(same, overlap, 0.0)
         rows, cols = linear_sum_assignment(-overlap)
@@ -116,12 +128,37 @@ class ByteTracker:
         for row in rows[(self.ids[rows] == 0) & (self.hits[rows] >= self.params.confirm_frames)]:
             self.ids[row] = self._new_id()
 
+    def _vote(
+        self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections, primary: np.ndarray
+    ) -> None:
+        """Each matched detection, and every duplicate merged into it, votes for its class."""
+        if len(rows) == 0:
+            return
+        track_of = np.full(len(dets), -1, np.int64)
+        track_of[det_rows] = rows
+        voters = np.flatnonzero(primary >= 0)
+        voters = voters[track_of[primary[voters]] >= 0]
+        det_index = np.concatenate((det_rows, voters))
+        track_rows = np.concatenate((rows, track_of[primary[voters]]))
+        self._grow_votes(int(dets.class_id.max(initial=0)))
+        np.add.at(self.votes, (track_rows, dets.class_id[det_index]), dets.score[det_index])
+        self.class_id[rows] = self.votes[rows].argmax(axis=1)
+
+    def _grow_votes(self, class_id: int) -> None:
+        if class_id >= self.votes.shape[1]:
+            grown = np.zeros((len(self.votes), class_id + 1))
+            grown[:, : self.votes.shape[1]] = self.votes
+            self.votes = grown
+
     def _output(self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections) -> Detections:
-        """``dets`` with the id of the confirmed track each belongs to, -1 for the others."""
+        """``dets`` with the id of the confirmed track each belongs to (-1 for the others) and,
+        on tracked ones, the track's voted class in place of the detection's own."""
         track_id = np.full(len(dets), -1, np.int64)
+        class_id = dets.class_id.copy()
         confirmed = self.ids[rows] > 0
         track_id[det_rows[confirmed]] = self.ids[rows][confirmed]
-        return dets.replace(track_id=track_id)
+        class_id[det_rows[confirmed]] = self.class_id[rows][confirmed]
+        return dets.replace(track_id=track_id, class_id=class_id)
 
     def _start(self, dets: Detections, time_s: float) -> np.ndarray:
         """New tracks for ``dets``; returns their ids (-1 while not confirmed)."""
@@ -137,6 +174,10 @@ class ByteTracker:
         )
         self.ids = np.concatenate((self.ids, ids))
         self.class_id = np.concatenate((self.class_id, dets.class_id.astype(np.int32)))
+        self._grow_votes(int(dets.class_id.max()))
+        votes = np.zeros((count, self.votes.shape[1]))
+        votes[np.arange(count), dets.class_id] = dets.score
+        self.votes = np.concatenate((self.votes, votes))
         self.state = np.concatenate((self.state, np.full(count, TRACKED, np.int8)))
         self.hits = np.concatenate((self.hits, np.ones(count, np.int32)))
         self.last_seen = np.concatenate((self.last_seen, np.full(count, time_s)))
@@ -146,6 +187,7 @@ class ByteTracker:
 
     def _select(self, keep: np.ndarray) -> None:
         self.ids, self.class_id, self.state = self.ids[keep], self.class_id[keep], self.state[keep]
+        self.votes = self.votes[keep]
         self.hits, self.last_seen = self.hits[keep], self.last_seen[keep]
         self.mean, self.cov = self.mean[keep], self.cov[keep]
 
@@ -163,6 +205,23 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def duplicates_of(dets: Detections, merge_iou: float) -> np.ndarray:
+    """For each detection, the index of a better-scored one of another class that covers the
+    same box (IoU at least ``merge_iou``): the same object named twice. -1 for the others."""
+    primary = np.full(len(dets), -1, np.int64)
+    if merge_iou >= 1 or len(dets) < 2:
+        return primary
+    overlap = iou_matrix(dets.xyxy, dets.xyxy)
+    other_class = dets.class_id[:, None] != dets.class_id[None, :]
+    for index in np.argsort(-dets.score, kind="stable").tolist():
+        if primary[index] >= 0:
+            continue
+        same = np.flatnonzero(other_class[index] & (overlap[index] >= merge_iou) & (primary < 0))
+        same = same[dets.score[same] <= dets.score[index]]
+        primary[same[same != index]] = index
+    return primary
 
 
 def _without(items: np.ndarray, removed: np.ndarray) -> np.ndarray:

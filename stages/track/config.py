@@ -29,8 +29,14 @@ class TrackConfig(StageConfig):
     confirm_frames: int = Field(2, ge=1, le=100)
     """Frames in a row a new track must be seen before it gets an id (on a source's first
     frame, tracks are confirmed at once)."""
-    class_aware: bool = True
-    """Only detections of the track's class continue it (a car never becomes a person)."""
+    class_aware: bool = False
+    """Only detections of the track's voted class continue it. Off by default: a track's class
+    is a vote over its life (car 0.7, truck 0.4, car 0.8... stays a car), so a detector that
+    hesitates between two classes does not split one object into two tracks."""
+    merge_iou: float = Field(0.8, gt=0, le=1)
+    """Two detections of different classes overlapping this much are one object named twice
+    (class-aware NMS keeps both): the weaker one is merged into the other's track, adding its
+    score to the class vote. 1 turns merging off."""
     untracked: Literal["drop", "keep"] = "drop"
     """Detections not on a confirmed track: dropped, or kept with ``track_id = -1``."""
 

@@ -8,13 +8,17 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.stages.track.base import Tracker
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 
 
 @register("track")
 class TrackStage(Stage):
-    """Tracks objects across frames (ByteTrack, Kalman motion), one tracker per source."""
+    """Tracks objects across frames (ByteTrack, Kalman motion), one tracker per source.
+
+    Another tracker plugs in as a subclass registered under its own type: override
+    ``new_tracker`` (and ``Config`` for its keys; ``reads_pixels = True`` to get the image)."""
 
     reads_pixels = False
 
@@ -22,15 +26,20 @@ class TrackStage(Stage):
     config: TrackConfig
 
     def open(self, context: StageContext) -> None:
-        self.trackers: dict[str, ByteTracker] = {}
+        self.trackers: dict[str, Tracker] = {}
+
+    def new_tracker(self) -> Tracker:
+        """The tracker of one new source."""
+        return ByteTracker(self.config)
 
     def process(self, frame: Frame) -> tuple[Frame]:
         if frame.detections is None:
             raise PipelineError("frame has no detections: link an nms node before this track node")
         tracker = self.trackers.get(frame.source_id)
         if tracker is None:
-            tracker = self.trackers[frame.source_id] = ByteTracker(self.config)
-        tracked = tracker.update(frame.detections, frame.pts)
+            tracker = self.trackers[frame.source_id] = self.new_tracker()
+        image = frame.image if self.reads_pixels else None
+        tracked = tracker.update(frame.detections, frame.pts, image)
         if self.config.untracked == "drop":
             tracked = tracked[tracked.track_id >= 0]  # type: ignore[operator]
         frame.detections = tracked

@@ -110,6 +110,40 @@ def test_line_crossings(tracks: dict[int, Path], expected: list[tuple[int, str]]
     assert summary["lines"]["gate"]["out"] == outs and summary["lines"]["gate"]["in"] == ins
 
 
+def test_walking_along_the_line_counts_nothing_and_a_real_return_counts() -> None:
+    # Someone walks down the line with their anchor wandering 7 px either side of it, a few
+    # frames on each side (as track 37 on people.mp4 did); then walks off to the right, and
+    # much later comes back.
+    wander = [(100 + (7 if (i // 3) % 2 else -7), 10 + 4 * i) for i in range(40)]
+    path: Path = [*wander, *walk(107, 180, 8, y=170), *[(180, 170)] * 20, *walk(180, 20, 17)]
+    config = {"lines": [LINE], "min_crossing_px": 10, "min_crossing_frames": 2}
+    events, _ = run(config, {1: path})
+    assert [(e["direction"], e["seq"]) for e in events] == [("out", 41), ("in", 78)]
+    # Without the depth rule each wander across counts.
+    loose, _ = run({**config, "min_crossing_px": 0}, {1: path})
+    assert len(crossings(loose)) > 10
+
+
+def test_a_one_frame_excursion_past_the_line_is_not_a_crossing() -> None:
+    # One bad box puts the anchor 30 px over the line for a single frame.
+    path: Path = [*walk(20, 90, 8), (130, 100), *[(90, 100)] * 5]
+    events, _ = run({"lines": [LINE], "min_crossing_frames": 2}, {1: path})
+    assert crossings(events) == []
+    events, _ = run({"lines": [LINE], "min_crossing_frames": 1}, {1: path})
+    assert crossings(events) == [(1, "out"), (1, "in")]
+
+
+def test_where_a_crossing_happens_is_where_it_came_over() -> None:
+    # Over the line near its lower end (y 190), then on beyond the end (y 250) before the
+    # depth rule completes it: still a crossing of this line. Over beyond the end: none.
+    inside: Path = [(90, 190), (97, 190), (106, 190), (130, 250), (160, 250)]
+    events, _ = run({"lines": [LINE], "min_crossing_px": 20}, {1: inside})
+    assert crossings(events) == [(1, "out")]
+    beyond: Path = [(90, 250), (97, 230), (106, 210), (130, 190), (160, 190)]
+    events, _ = run({"lines": [LINE], "min_crossing_px": 20}, {1: beyond})
+    assert crossings(events) == []
+
+
 def test_renamed_directions_and_class_filter_and_counts_by_class() -> None:
     line = {**LINE, "in_label": "westbound", "out_label": "eastbound", "classes": ["car"]}
     events, summary = run(
@@ -224,10 +258,10 @@ def test_a_zone_counts_only_its_classes() -> None:
 
 
 def test_the_default_anchor_is_the_bottom_centre_of_the_box() -> None:
-    # A horizontal line at row 105; boxes 20 high. The bottom edge goes 100 -> 112 and
-    # crosses it; the centre (90 -> 102) never does.
+    # A horizontal line at row 105; boxes 20 high. The bottom edge goes 100 -> 118 and
+    # crosses it; the centre (90 -> 108) never gets clear of it.
     line = {"name": "kerb", "start": [0, 105], "end": [400, 105]}
-    down = [(200, 100 + 2 * i) for i in range(7)]
+    down = [(200, 100 + 3 * i) for i in range(7)]
     events, _ = run({"lines": [line]}, {1: down})
     assert crossings(events) == [(1, "in")]
     centre, _ = run({"lines": [line], "anchor": "center"}, {1: down})

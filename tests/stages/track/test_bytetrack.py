@@ -94,6 +94,50 @@ def test_class_aware_tracks_do_not_change_class() -> None:
     assert {i for frame in ids for i in frame} == {1}
 
 
+def test_a_class_flip_and_a_box_named_twice_stay_one_track_of_the_voted_class() -> None:
+    # A car (class 2) that the detector sometimes calls a bicycle (1), and on some frames
+    # reports twice, as both classes on the same box (class-aware NMS keeps both).
+    frames = []
+    for i in range(30):
+        box = box_at(10 + 8 * i, 50, 80, 40)
+        if i % 5 == 3:
+            frames.append(dets([box], scores=[0.7], classes=[1]))
+        elif i % 5 == 1:
+            shifted = (box[0] + 1, box[1], box[2] + 1, box[3] + 2)
+            frames.append(dets([shifted, box], scores=[0.6, 0.8], classes=[1, 2]))
+        else:
+            frames.append(dets([box], scores=[0.8], classes=[2]))
+    tracker = ByteTracker(TrackConfig())
+    out = [tracker.update(frame, i / 25) for i, frame in enumerate(frames)]
+    tracked = [(d.track_id.tolist(), d.class_id.tolist()) for d in out]
+    assert {t for ids, _ in tracked for t in ids if t >= 0} == {1}, tracked
+    assert all(ids.count(1) == 1 for ids, _ in tracked), "one box per object per frame"
+    assert tracker.next_id == 2
+    # Every tracked box carries the vote (car), also on the frames the detector said bicycle.
+    assert all(
+        c == 2 for ids, classes in tracked for t, c in zip(ids, classes, strict=True) if t == 1
+    )
+    # The vote follows the evidence: mostly-bicycle makes it a bicycle.
+    flipped = [dets([box_at(10 + 8 * i, 50)], classes=[1 if i % 4 else 2]) for i in range(12)]
+    last = run_classes(ByteTracker(TrackConfig()), flipped)[-1]
+    assert last == [1]
+
+
+def test_merging_is_only_for_other_classes_on_the_same_box() -> None:
+    # Two people side by side (same class, overlapping) and a person on a bicycle (boxes of
+    # two classes overlapping IoU ~0.6): four objects, four tracks.
+    people = [box_at(0, 0, 40, 80), box_at(10, 0, 40, 80)]
+    rider = [box_at(200, 0, 40, 80), box_at(200, 30, 40, 50)]
+    frames = [dets([*people, *rider], classes=[0, 0, 0, 1]) for _ in range(3)]
+    ids = run(ByteTracker(TrackConfig()), frames)
+    assert sorted(ids[-1]) == [1, 2, 3, 4]
+    assert run(ByteTracker(TrackConfig(merge_iou=0.5)), frames)[-1].count(-1) == 1
+
+
+def run_classes(tracker: ByteTracker, frames: list[Detections]) -> list[list[int]]:
+    return [tracker.update(frame, i / 25).class_id.tolist() for i, frame in enumerate(frames)]
+
+
 def test_low_score_detections_never_start_tracks() -> None:
     frames = [dets([box_at(0, 0)], scores=[0.4]) for _ in range(10)]
     assert run(ByteTracker(TrackConfig()), frames) == [[-1]] * 10
