@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from typing import Annotated, Literal
 
 import shapely
@@ -51,6 +50,8 @@ class LineConfig(StageConfig):
     """Class names counted (``["car", "truck"]``); default: all."""
     anchor: Anchor | None = None
     """The point of a box that crosses; default: the node's ``anchor``."""
+    normalized: bool | None = None
+    """Coordinates are fractions of the frame (0-1); default: the node's ``normalized``."""
     in_label: str = "in"
     """The name of the left-to-right direction in events and counts (``northbound``...)."""
     out_label: str = "out"
@@ -84,6 +85,8 @@ class ZoneConfig(StageConfig):
     """Class names that count (``["person"]``); default: all."""
     anchor: Anchor | None = None
     """The point of a box that must be inside; default: the node's ``anchor``."""
+    normalized: bool | None = None
+    """Corners are fractions of the frame (0-1); default: the node's ``normalized``."""
     dwell_s: float | None = Field(None, gt=0)
     """A ``zone_dwell`` event when an object stays longer than this, once per visit."""
     max_objects: int | None = Field(None, ge=0)
@@ -110,18 +113,20 @@ class AnalyticsConfig(StageConfig):
     zones: list[ZoneConfig] = Field(default_factory=list)
     """Zones: ``[{ name = "bay", polygon = [[x, y], ...], dwell_s = 120 }, ...]``."""
     normalized: bool = False
-    """Coordinates are fractions of the frame's width and height (0-1), not pixels."""
+    """Coordinates are fractions of the frame's width and height (0-1), not pixels; a line or
+    zone may say otherwise with its own ``normalized``."""
     anchor: Anchor = "bottom_center"
     """The point of each box that lines and zones test (bottom centre: where it stands)."""
     hysteresis_px: float = Field(4.0, ge=0)
     """An anchor nearer than this to a line or a zone's edge keeps its previous side, so an
     object jittering on the line counts once."""
-    min_crossing_frames: int = Field(2, ge=1, le=1000)
+    min_crossing_frames: int = Field(1, ge=1, le=1000)
     """A crossing counts once the object has been seen this many frames on the new side
     (and ``min_crossing_px`` past the line); going back before that counts nothing."""
-    min_crossing_px: float = Field(8.0, ge=0)
+    min_crossing_px: float = Field(12.0, ge=0)
     """How far past the line (pixels, from the line to the anchor) an object must get for its
-    crossing to count: someone walking along the line never does."""
+    crossing to count: someone walking along the line, wandering a few pixels either side of
+    it, never does. In the source's pixels: raise it for large frames."""
     lost_s: float = Field(1.0, ge=0)
     """A track not seen for this long (stream seconds) has left its zones (``zone_exit``
     with ``reason = "lost"``)."""
@@ -133,22 +138,18 @@ class AnalyticsConfig(StageConfig):
             for name in names:
                 if names.count(name) > 1:
                     raise ValueError(f"{kind} '{name}' is declared twice")
-        if self.normalized:
-            for line in self.lines:
+        for line in self.lines:
+            if self.is_normalized(line):
                 _check_unit(f"line '{line.name}'", [line.start, line.end])
-            for zone in self.zones:
+        for zone in self.zones:
+            if self.is_normalized(zone):
                 _check_unit(f"zone '{zone.name}'", zone.polygon)
         if not self.lines and not self.zones:
             raise ValueError("no lines and no zones: give at least one")
-        if not self.normalized:
-            for line in self.lines:
-                if math.dist(line.start, line.end) < 1:
-                    log.warning(
-                        "line '%s' is shorter than a pixel: nothing will cross it "
-                        "(normalized = true for coordinates in 0-1)",
-                        line.name,
-                    )
         return self
+
+    def is_normalized(self, item: LineConfig | ZoneConfig) -> bool:
+        return self.normalized if item.normalized is None else item.normalized
 
 
 def _check_unit(what: str, points: list[Point]) -> None:

@@ -10,6 +10,10 @@ import shapely
 
 from vapipe.stages.analytics.config import AnalyticsConfig, Anchor, LineConfig, ZoneConfig
 
+MIN_LINE_PX = 8.0
+"""Shorter, in the picture, and no object can be seen on both sides of it."""
+MIN_ZONE_PX2 = 64.0
+
 # Fraction of the box's width and height from its top-left corner.
 ANCHORS: dict[str, tuple[float, float]] = {
     "bottom_center": (0.5, 1.0),
@@ -85,12 +89,16 @@ def compile_geometry(
     config: AnalyticsConfig, source_id: str, width: int, height: int
 ) -> tuple[list[Line], list[Zone]]:
     """The lines and zones that apply to ``source_id``, scaled to its frame size."""
-    scale = np.array([width, height], np.float64) if config.normalized else np.ones(2)
+    frame = np.array([width, height], np.float64)
+
+    def scale(item: LineConfig | ZoneConfig) -> np.ndarray:
+        return frame if config.is_normalized(item) else np.ones(2)
+
     lines = [
         Line(
             item,
-            np.asarray(item.start, np.float64) * scale,
-            np.asarray(item.end, np.float64) * scale,
+            np.asarray(item.start, np.float64) * scale(item),
+            np.asarray(item.end, np.float64) * scale(item),
             item.anchor or config.anchor,
         )
         for item in config.lines
@@ -99,10 +107,44 @@ def compile_geometry(
     zones = [
         Zone(
             item,
-            shapely.Polygon(np.asarray(item.polygon, np.float64) * scale),
+            shapely.Polygon(np.asarray(item.polygon, np.float64) * scale(item)),
             item.anchor or config.anchor,
         )
         for item in config.zones
         if item.source in (None, source_id)
     ]
     return lines, zones
+
+
+def geometry_problems(
+    lines: list[Line], zones: list[Zone], source_id: str, width: int, height: int
+) -> list[str]:
+    """Lines and zones that cannot count anything on this source's frames: outside the
+    picture, or too small to cross or enter (a 0-1 coordinate given as pixels, typically)."""
+    picture = shapely.box(0, 0, width, height)
+    where = f"on source '{source_id}' ({width}x{height})"
+    hint = "; coordinates in 0-1 need normalized = true"
+    problems = []
+    for line in lines:
+        segment = shapely.LineString([line.start, line.end])
+        visible = segment.intersection(picture).length
+        name = f"line '{line.config.name}'"
+        if segment.length < MIN_LINE_PX:
+            problems.append(f"{name} is {segment.length:.1f} px long {where}{hint}")
+        elif visible < MIN_LINE_PX:
+            problems.append(
+                f"{name} ({_point(line.start)} to {_point(line.end)}) lies outside the "
+                f"picture {where}: nothing can cross it"
+            )
+    for zone in zones:
+        name = f"zone '{zone.config.name}'"
+        visible = zone.polygon.intersection(picture).area
+        if zone.polygon.area < MIN_ZONE_PX2:
+            problems.append(f"{name} is {zone.polygon.area:.1f} px² {where}{hint}")
+        elif visible < MIN_ZONE_PX2:
+            problems.append(f"{name} lies outside the picture {where}: nothing can enter it")
+    return problems
+
+
+def _point(point: np.ndarray) -> str:
+    return "[" + ", ".join(f"{value:g}" for value in point.tolist()) + "]"

@@ -15,7 +15,7 @@ from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.pipeline.validation import suggest
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.counting import SourceAnalytics
-from vapipe.stages.analytics.geometry import Line, Zone, compile_geometry
+from vapipe.stages.analytics.geometry import Line, Zone, compile_geometry, geometry_problems
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,8 @@ class AnalyticsStage(Stage):
                 self._check_classes(frame.detections.names)
             height, width = frame.shape[:2]
             lines, zones = compile_geometry(self.config, frame.source_id, width, height)
+            for problem in geometry_problems(lines, zones, frame.source_id, width, height):
+                log.warning("%s", problem)
             state = self.sources[frame.source_id] = SourceAnalytics(self.config, lines, zones)
         for event in state.update(frame.detections, frame.pts):
             frame.events.append({**event, "source_id": frame.source_id, "seq": frame.seq})

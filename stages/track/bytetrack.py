@@ -108,12 +108,14 @@ class ByteTracker:
         if len(tracks) == 0 or len(candidates) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         overlap = overlaps[np.ix_(tracks, candidates)]
-        if fuse:  # ByteTrack's score fusion: a sure detection wins a tie in overlap
-            overlap = overlap * dets.score[candidates][None, :]
         if self.params.class_aware:  # the track's voted class against each detection's own
             same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
             overlap = np.where(same, overlap, 0.0)
-        rows, cols = linear_sum_assignment(-overlap)
+        # ByteTrack's score fusion ranks the pairs (a sure detection wins a tie in overlap),
+        # but the gate is the overlap itself: fused, a 0.3 detection needed IoU 0.67 to
+        # continue its track, and a car entering the picture (its box growing) lost its id.
+        ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
+        rows, cols = linear_sum_assignment(-ranked)
         good = overlap[rows, cols] >= min_iou
         return tracks[rows[good]], candidates[cols[good]]
 

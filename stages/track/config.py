@@ -10,14 +10,18 @@ from vapipe.pipeline.stage import StageConfig
 
 
 class TrackConfig(StageConfig):
-    """ByteTrack's thresholds, the lost-track buffer and what happens to untracked boxes."""
+    """ByteTrack's thresholds, the lost-track buffer and what happens to untracked boxes.
 
-    high_score: float = Field(0.5, gt=0, le=1)
+    The defaults minimise the count error of bench/accuracy_bench.py (hand-labelled traffic and
+    generated scenes, two models): feed the tracker boxes from a low score (``nms.conf = 0.2``)
+    and let these thresholds decide what is an object."""
+
+    high_score: float = Field(0.3, gt=0, le=1)
     """Detections at or above this score start and first match tracks."""
     low_score: float = Field(0.1, ge=0, le=1)
     """Detections between this and ``high_score`` only keep existing tracks alive (ByteTrack's
     second association: objects half hidden or blurred)."""
-    new_track_score: float = Field(0.6, gt=0, le=1)
+    new_track_score: float = Field(0.3, gt=0, le=1)
     """An unmatched detection starts a track only at or above this score."""
     match_iou: float = Field(0.2, gt=0, le=1)
     """Least overlap (IoU times score) for a detection to continue a track."""
@@ -26,7 +30,7 @@ class TrackConfig(StageConfig):
     lost_s: float = Field(1.0, ge=0)
     """How long, in stream seconds, a track that lost its object may find it again and keep
     its id."""
-    confirm_frames: int = Field(2, ge=1, le=100)
+    confirm_frames: int = Field(1, ge=1, le=100)
     """Frames in a row a new track must be seen before it gets an id (on a source's first
     frame, tracks are confirmed at once)."""
     class_aware: bool = False

@@ -181,9 +181,26 @@ def test_with_json_logs_the_summary_and_the_error_are_json(tmp_path: Path) -> No
             id="unknown-class",
         ),
         pytest.param(
-            ANALYTICS, ['analytics.lines=[{name="a", start=[0, 0], end=[0.5, 0]}]'],
-            "line 'a' is shorter than a pixel",
-            id="line-shorter-than-a-pixel",
+            ANALYTICS, ['analytics.lines=[{name="a", start=[0.5, 0], end=[0.5, 1]}]'],
+            "line 'a' is 1.0 px long on source 'cam' (640x360); coordinates in 0-1 need "
+            "normalized = true",
+            id="normalized-line-given-as-pixels",
+        ),
+        pytest.param(
+            ANALYTICS, ['analytics.lines=[{name="a", start=[700, 0], end=[700, 300]}]'],
+            "line 'a' ([700, 0] to [700, 300]) lies outside the picture on source 'cam' "
+            "(640x360): nothing can cross it",
+            id="line-outside-the-picture",
+        ),
+        pytest.param(
+            ANALYTICS, ['analytics.zones=[{name="z", polygon=[[0, 0], [0.5, 0], [0.5, 0.5]]}]'],
+            "zone 'z' is 0.1 px² on source 'cam' (640x360)",
+            id="zone-given-in-0-1-as-pixels",
+        ),
+        pytest.param(
+            ANALYTICS, ['analytics.zones=[{name="z", polygon=[[0, 400], [99, 400], [0, 499]]}]'],
+            "zone 'z' lies outside the picture on source 'cam' (640x360)",
+            id="zone-outside-the-picture",
         ),
         pytest.param(
             FILE_CONFIG, ["video.max_segments=3"],

@@ -127,9 +127,10 @@ def test_walking_along_the_line_counts_nothing_and_a_real_return_counts() -> Non
 def test_a_one_frame_excursion_past_the_line_is_not_a_crossing() -> None:
     # One bad box puts the anchor 30 px over the line for a single frame.
     path: Path = [*walk(20, 90, 8), (130, 100), *[(90, 100)] * 5]
-    events, _ = run({"lines": [LINE], "min_crossing_frames": 2}, {1: path})
+    rule = {"lines": [LINE], "min_crossing_px": 8}
+    events, _ = run({**rule, "min_crossing_frames": 2}, {1: path})
     assert crossings(events) == []
-    events, _ = run({"lines": [LINE], "min_crossing_frames": 1}, {1: path})
+    events, _ = run({**rule, "min_crossing_frames": 1}, {1: path})
     assert crossings(events) == [(1, "out"), (1, "in")]
 
 

@@ -80,7 +80,7 @@ def test_new_tracks_wait_for_confirmation_after_the_first_frame() -> None:
 
 def test_a_one_frame_flicker_never_gets_an_id() -> None:
     frames = [dets([box_at(0, 0)]), dets([box_at(0, 0), box_at(300, 300)]), dets([box_at(0, 0)])]
-    tracker = ByteTracker(TrackConfig())
+    tracker = ByteTracker(TrackConfig(confirm_frames=2))
     ids = run(tracker, frames + [dets([box_at(0, 0)])] * 3)
     assert max(max(frame) for frame in ids) == 1 and tracker.next_id == 2
 
@@ -139,8 +139,8 @@ def run_classes(tracker: ByteTracker, frames: list[Detections]) -> list[list[int
 
 
 def test_low_score_detections_never_start_tracks() -> None:
-    frames = [dets([box_at(0, 0)], scores=[0.4]) for _ in range(10)]
-    assert run(ByteTracker(TrackConfig()), frames) == [[-1]] * 10
+    frames = [dets([box_at(0, 0)], scores=[0.25]) for _ in range(10)]
+    assert run(ByteTracker(TrackConfig()), frames) == [[-1]] * 10  # below new_track_score 0.3
 
 
 def frame(source: str, seq: int, boxes: Detections) -> Frame:
@@ -165,7 +165,7 @@ def test_sources_sharing_a_batch_never_mix(apart: int) -> None:
 
 def test_untracked_kept_or_dropped() -> None:
     for mode, expected in (("drop", 1), ("keep", 2)):
-        stage = TrackStage("track", TrackConfig(untracked=mode))
+        stage = TrackStage("track", TrackConfig(untracked=mode, confirm_frames=2))
         stage.open(None)  # type: ignore[arg-type]
         stage.process(frame("a", 0, dets([box_at(0, 0)])))
         (out,) = stage.process(frame("a", 1, dets([box_at(0, 0), box_at(300, 300)])))

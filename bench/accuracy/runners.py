@@ -1,0 +1,135 @@
+"""Trackers and counters over cached detections: vapipe's own track and analytics stages (the
+code the pipeline runs), and Ultralytics' ByteTrack with its ObjectCounter's line rule."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from bench.accuracy.clips import Clip
+from bench.accuracy.score import Box
+from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.stages.analytics.config import AnalyticsConfig
+from vapipe.stages.analytics.stage import AnalyticsStage
+from vapipe.stages.detections import Detections
+from vapipe.stages.track.stage import TrackStage
+
+BEFORE = {
+    "track": {"high_score": 0.5, "new_track_score": 0.6, "confirm_frames": 2, "lost_s": 1.0,
+              "class_aware": True, "merge_iou": 1.0},
+    "analytics": {"min_crossing_frames": 1, "min_crossing_px": 0},
+    "conf": 0.3,
+}  # fmt: skip
+"""vapipe before this benchmark: its tracker defaults and the plain side-change line rule."""
+
+
+def vapipe(
+    clip: Clip,
+    dets: list[Detections],
+    track: dict,
+    analytics: dict,
+    conf: float,
+    stage: type[TrackStage] = TrackStage,
+) -> tuple[list[dict], list[list[Box]]]:
+    """Events and per-frame tracks of the pipeline's own track and analytics stages (or of
+    another track stage: a plugin's subclass of TrackStage, with its own config keys). Stages
+    that read pixels get a black picture: run such a tracker through the CLI instead."""
+    tracker = stage("track", stage.Config.model_validate(track))
+    counter = AnalyticsStage(
+        "analytics", AnalyticsConfig.model_validate({**clip.analytics, **analytics})
+    )
+    tracker.open(None)  # type: ignore[arg-type]
+    counter.open(None)  # type: ignore[arg-type]
+    width, height = clip.size
+    info = StreamInfo(clip.name, str(clip.path), width, height, clip.fps)
+    image = np.zeros((height, width, 3), np.uint8)
+    events: list[dict] = []
+    tracks: list[list[Box]] = []
+    for seq, found in enumerate(dets):
+        frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
+        frame.detections = found[found.score >= conf]
+        (frame,) = tracker.process(frame)
+        (frame,) = counter.process(frame)
+        events.extend({**e, "seq": seq} for e in frame.events)
+        out = frame.detections
+        tracks.append([(int(t), *map(float, b)) for t, b in zip(out.track_id, out.xyxy,
+                                                               strict=True)])  # fmt: skip
+    return events, tracks
+
+
+class _Boxes:
+    """What Ultralytics' tracker reads of a detector's results: conf, cls, xywh, xyxy."""
+
+    def __init__(self, xyxy: np.ndarray, conf: np.ndarray, cls: np.ndarray) -> None:
+        self.xyxy, self.conf, self.cls = xyxy, conf, cls
+        self.xywh = np.concatenate(((xyxy[:, :2] + xyxy[:, 2:]) / 2, xyxy[:, 2:] - xyxy[:, :2]), 1)
+
+    def __len__(self) -> int:
+        return len(self.conf)
+
+    def __getitem__(self, index: Any) -> _Boxes:
+        return _Boxes(self.xyxy[index], self.conf[index], self.cls[index])
+
+
+def ultralytics(
+    clip: Clip, dets: list[Detections], conf: float
+) -> tuple[list[dict], list[list[Box]]] | None:
+    """Ultralytics' ByteTrack (its bytetrack.yaml defaults) and ObjectCounter's rule: a track
+    counts once, when the segment between its last two box centres meets the line. None when
+    ultralytics is not installed."""
+    try:
+        import yaml
+        from ultralytics.trackers.byte_tracker import BYTETracker
+        from ultralytics.utils import ROOT
+    except ImportError:
+        return None
+    settings = yaml.safe_load((ROOT / "cfg" / "trackers" / "bytetrack.yaml").read_text())
+    tracker = BYTETracker(SimpleNamespace(**settings))
+    line = clip.analytics["lines"][0]
+    start, end = np.array(line["start"], float), np.array(line["end"], float)
+    labels = (line.get("in_label", "in"), line.get("out_label", "out"))
+    last: dict[int, np.ndarray] = {}
+    counted: set[int] = set()
+    events: list[dict] = []
+    tracks: list[list[Box]] = []
+    for seq, found in enumerate(dets):
+        keep = found.score >= conf
+        boxes = _Boxes(found.xyxy[keep].astype(np.float32), found.score[keep],
+                       found.class_id[keep].astype(np.float32))  # fmt: skip
+        rows = tracker.update(boxes) if len(boxes) else np.zeros((0, 8))
+        frame: list[Box] = []
+        for x1, y1, x2, y2, track, *_ in rows.tolist():
+            frame.append((int(track), x1, y1, x2, y2))
+            centre = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
+            before = last.get(int(track))
+            last[int(track)] = centre
+            if before is None or int(track) in counted or not _meets(before, centre, start, end):
+                continue
+            counted.add(int(track))
+            # ObjectCounter names directions by motion (IN: rightward or downward); the side
+            # the centre moved to gives the same split, in the config's labels.
+            direction = _direction(start, end, centre, labels)
+            events.append({"event": "line_cross", "seq": seq, "track_id": int(track),
+                           "direction": direction, "class_name": ""})  # fmt: skip
+        tracks.append(frame)
+    return events, tracks
+
+
+def _direction(start: np.ndarray, end: np.ndarray, after: np.ndarray, labels: tuple) -> str:
+    """The config's direction name for a crossing that ends at ``after``: vapipe's rule."""
+    d = end - start
+    side = d[0] * (after[1] - start[1]) - d[1] * (after[0] - start[0])
+    return labels[0] if side > 0 else labels[1]
+
+
+def _meets(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether segments p-q and a-b intersect (shapely's ``intersects``, for two segments)."""
+
+    def cross(o: np.ndarray, u: np.ndarray, v: np.ndarray) -> float:
+        return float((u[0] - o[0]) * (v[1] - o[1]) - (u[1] - o[1]) * (v[0] - o[0]))
+
+    d1, d2 = cross(a, b, p), cross(a, b, q)
+    d3, d4 = cross(p, q, a), cross(p, q, b)
+    return d1 * d2 <= 0 and d3 * d4 <= 0 and not (d1 == d2 == 0)
