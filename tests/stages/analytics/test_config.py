@@ -93,3 +93,42 @@ def test_lines_and_zones_set_from_the_command_line() -> None:
     analytics = spec.nodes["analytics"].config
     assert [line.name for line in analytics.lines] == ["x"]  # type: ignore[attr-defined]
     assert [zone.name for zone in analytics.zones] == ["z"]  # type: ignore[attr-defined]
+
+
+def test_normalized_per_line_or_zone_beside_pixels() -> None:
+    from vapipe.stages.analytics.config import AnalyticsConfig
+    from vapipe.stages.analytics.geometry import compile_geometry, geometry_problems
+
+    settings = AnalyticsConfig.model_validate(
+        {
+            "lines": [{"name": "gate", "start": [0.5, 0], "end": [0.5, 1], "normalized": True}],
+            "zones": [{"name": "bay", "polygon": [[420, 110], [600, 110], [600, 330]]}],
+        }
+    )
+    (line,), (zone,) = compile_geometry(settings, "cam", 640, 360)
+    assert line.start.tolist() == [320, 0] and line.end.tolist() == [320, 360]
+    assert zone.polygon.bounds == (420, 110, 600, 330)  # the zone stays in pixels
+    assert geometry_problems([line], [zone], "cam", 640, 360) == []
+    # And the other way round: the node says normalized, the zone says pixels.
+    swapped = AnalyticsConfig.model_validate(
+        {
+            "normalized": True,
+            "lines": [{"name": "gate", "start": [0.5, 0], "end": [0.5, 1]}],
+            "zones": [{"name": "bay", "polygon": [[420, 110], [600, 110], [600, 330]],
+                       "normalized": False}],
+        }
+    )  # fmt: skip
+    (line,), (zone,) = compile_geometry(swapped, "cam", 640, 360)
+    assert line.start.tolist() == [320, 0] and zone.polygon.bounds == (420, 110, 600, 330)
+
+
+def test_a_normalized_zone_must_lie_in_0_1() -> None:
+    with pytest.raises(ConfigError, match="zone 'bay': normalized coordinates must lie within"):
+        config.parse(
+            TEXT,
+            "a.toml",
+            [
+                'analytics.zones=[{ name = "bay", polygon = [[0, 0], [2, 0], [0, 1]], '
+                "normalized = true }]"
+            ],
+        )

@@ -130,6 +130,10 @@ def test_a_one_frame_excursion_past_the_line_is_not_a_crossing() -> None:
     rule = {"lines": [LINE], "min_crossing_px": 8}
     events, _ = run({**rule, "min_crossing_frames": 2}, {1: path})
     assert crossings(events) == []
+    # Two such frames, apart: each excursion starts over.
+    twice: Path = [*walk(20, 90, 8), (130, 100), (90, 100), (90, 100), (130, 100), (90, 100)]
+    events, _ = run({**rule, "min_crossing_frames": 2}, {1: twice})
+    assert crossings(events) == []
     events, _ = run({**rule, "min_crossing_frames": 1}, {1: path})
     assert crossings(events) == [(1, "out"), (1, "in")]
 

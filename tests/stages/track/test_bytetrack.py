@@ -123,6 +123,29 @@ def test_a_class_flip_and_a_box_named_twice_stay_one_track_of_the_voted_class() 
     assert last == [1]
 
 
+def test_a_merged_duplicate_votes_for_its_class() -> None:
+    # Each frame the box is car 0.6 and bicycle 0.5 (merged into the car); twice it is a
+    # bicycle alone (0.7). Car 3.6 against bicycle 3.0 + 1.4: the duplicates' votes decide.
+    frames = [
+        dets([box_at(10 * i, 0)], scores=[0.7], classes=[1])
+        if i in (3, 5)
+        else dets([box_at(10 * i, 0), box_at(10 * i, 1)], scores=[0.6, 0.5], classes=[2, 1])
+        for i in range(8)
+    ]
+    assert run_classes(ByteTracker(TrackConfig()), frames)[-1][0] == 1
+
+
+def test_a_new_objects_duplicate_votes_for_no_other_track() -> None:
+    # A weak car is tracked; then a new object appears far away, named twice (car and
+    # bicycle, equally sure). Its duplicate's vote belongs to the new object alone.
+    first = dets([box_at(0, 0)], scores=[0.35], classes=[2])
+    second = dets(
+        [box_at(0, 0), box_at(300, 0), box_at(300, 1)], scores=[0.35, 0.9, 0.9], classes=[2, 2, 1]
+    )
+    classes = run_classes(ByteTracker(TrackConfig()), [first, second])
+    assert classes[-1][0] == 2, classes
+
+
 def test_merging_is_only_for_other_classes_on_the_same_box() -> None:
     # Two people side by side (same class, overlapping) and a person on a bicycle (boxes of
     # two classes overlapping IoU ~0.6): four objects, four tracks.
@@ -136,6 +159,16 @@ def test_merging_is_only_for_other_classes_on_the_same_box() -> None:
 
 def run_classes(tracker: ByteTracker, frames: list[Detections]) -> list[list[int]]:
     return [tracker.update(frame, i / 25).class_id.tolist() for i, frame in enumerate(frames)]
+
+
+def test_a_weak_detection_that_overlaps_its_track_continues_it() -> None:
+    # A car entering the picture: confident at first, then scored 0.35 while its box grows
+    # and shifts (IoU with the prediction about 0.5). Score fusion may rank pairs but must not
+    # gate them: 0.35 x 0.5 is under match_iou 0.2, the overlap itself is not.
+    frames = [dets([box_at(0, 0, 40, 40)]) for _ in range(3)]
+    frames += [dets([box_at(0, 0, 40 + 20 * k, 40)], scores=[0.35]) for k in range(1, 4)]
+    ids = run(ByteTracker(TrackConfig()), frames)
+    assert ids == [[1]] * 6, ids
 
 
 def test_low_score_detections_never_start_tracks() -> None:
@@ -182,3 +215,39 @@ def test_iou_matrix_matches_pairwise(seed: int) -> None:
 
     expected = np.stack([box_iou(box, b) for box in a])
     np.testing.assert_allclose(iou_matrix(a, b), expected, atol=1e-9)
+
+
+class RecordingTracker:
+    """A stand-in tracker: numbers every detection and keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.next_id = 1
+        self.images: list[object] = []
+
+    def update(self, found: Detections, time_s: float, image=None) -> Detections:  # type: ignore[no-untyped-def]
+        self.images.append(image)
+        ids = np.arange(self.next_id, self.next_id + len(found))
+        self.next_id += len(found)
+        return found.replace(track_id=ids)
+
+
+@pytest.mark.parametrize("pixels", [False, True])
+def test_another_tracker_plugs_in_through_new_tracker(pixels: bool) -> None:
+    made: list[RecordingTracker] = []
+
+    class Stage(TrackStage):
+        reads_pixels = pixels
+
+        def new_tracker(self) -> RecordingTracker:
+            made.append(RecordingTracker())
+            return made[-1]
+
+    stage = Stage("track", TrackConfig())
+    stage.open(None)  # type: ignore[arg-type]
+    for seq in range(3):
+        for source in ("a", "b"):
+            (out,) = stage.process(frame(source, seq, dets([box_at(0, 0), box_at(90, 0)])))
+    assert len(made) == 2, "one tracker per source"
+    assert out.detections.track_id.tolist() == [5, 6]
+    assert stage.stats() == {"tracks": {"a": 6, "b": 6}}
+    assert all((image is not None) == pixels for image in made[0].images)
