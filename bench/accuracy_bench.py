@@ -50,8 +50,15 @@ LINE_GRID = {"min_crossing_frames": [1, 2, 3, 4], "min_crossing_px": [0, 4, 8, 1
 def settings_of(name: str) -> dict:
     if name == "before":
         return runners.BEFORE
-    if name == "defaults":
-        return {"track": {}, "analytics": {}, "conf": DEFAULT_CONF}
+    if name == "defaults":  # spelled out, so that the report says what they were
+        track = TrackConfig().model_dump(
+            include={"high_score", "new_track_score", "confirm_frames", "lost_s", "match_iou"}
+        )
+        line = AnalyticsConfig.model_validate(
+            {"lines": [{"name": "x", "start": [0, 0], "end": [1, 1]}]}
+        )
+        analytics = {k: getattr(line, k) for k in LINE_GRID}
+        return {"track": track, "analytics": analytics, "conf": DEFAULT_CONF}  # fmt: skip
     raise ValueError(name)
 
 
@@ -139,10 +146,22 @@ def markdown(report: dict) -> str:
                 f"{c['missed']} | {tracking.get('HOTA', '')} | {tracking.get('IDF1', '')} | "
                 f"{tracking.get('IDSW', '')} | {tracking.get('tracks_per_object', '')} |"
             )
-    lines += ["", "| setting | count error (sum) | overcount (sum) | mean IDF1 |",
-              "| --- | --- | --- | --- |"]  # fmt: skip
+    lines += ["", "| setting | count error (sum) | overcount (sum) | mean IDF1 | what |",
+              "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for name, t in report["totals"].items():
-        lines.append(f"| {name} | {t['error']} | {t['overcount']} | {t['idf1']:.1f} |")
+        what = _describe(report["settings"][name])
+        lines.append(f"| {name} | {t['error']} | {t['overcount']} | {t['idf1']:.1f} | {what} |")
+    if report.get("search"):
+        lines += [
+            "", "The search (`--tune`): the best tracker settings, then the best line rules "
+            "on the best tracker.", "",
+            "| count error | overcount | mean IDF1 | settings |", "| --- | --- | --- | --- |",
+        ]  # fmt: skip
+        for row in report["search"]:
+            lines.append(
+                f"| {row['error']} | {row['overcount']} | {row['idf1']:.1f} | "
+                f"{_describe(row['setting'])} |"
+            )
     zones = [r for r in report["results"] if "zones" in r["result"]]
     lines += ["", "| clip | model | setting | zone entries true / counted | dwell events "
               "true / counted |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
@@ -153,6 +172,13 @@ def markdown(report: dict) -> str:
             f"{z['enter']['counted']} | {z['dwell']['truth']} / {z['dwell']['counted']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _describe(setting: dict) -> str:
+    if setting.get("ultralytics"):
+        return f"Ultralytics ByteTrack (bytetrack.yaml) + ObjectCounter, NMS >= {setting['conf']}"
+    keys = {**setting["track"], **setting["analytics"], "nms conf": setting["conf"]}
+    return ", ".join(f"{k} {v}" for k, v in keys.items()) or "the defaults"
 
 
 def main() -> None:
