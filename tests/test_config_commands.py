@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,10 +65,10 @@ def test_the_configs_have_commands() -> None:
 @pytest.mark.parametrize(("config", "command"), COMMANDS)
 def test_config_comment_command_runs(tmp_path: Path, config: str, command: str) -> None:
     words = shlex.split(command, comments=True)
-    env = {**os.environ}
+    assigned: dict[str, str] = {}
     while ASSIGNMENT.match(words[0]):
         name, value = words.pop(0).split("=", 1)
-        env[name] = value
+        assigned[name] = value
     assert words[0] == "run-pipeline", command
     shutil.copy(asset("media", "horses.mp4"), tmp_path / "my.mp4")
     args = [str(REPO / w) if w.startswith("configs/") else w for w in words[1:]]
@@ -75,17 +76,21 @@ def test_config_comment_command_runs(tmp_path: Path, config: str, command: str) 
     if runs_a_config:
         args += ["--max-frames", "24", "--stats", str(tmp_path / "stats.json")]
     with contextlib.ExitStack() as servers:  # started only for the commands that need them
-        if "rtsp://" in command:
-            camera = servers.enter_context(rtsp_server(asset("media", "people.mp4")))
-            env = {k: _fill(v, camera.url) for k, v in env.items()}
-            args = [_fill(a, camera.url) for a in args]
-        if "VAPIPE_MQTT_HOST" in env:
+        # One camera per placeholder, as the command means: CAM1_URL and CAM2_URL are two.
+        cameras = (
+            servers.enter_context(rtsp_server(asset("media", "people.mp4"))).url
+            for _ in iter(int, 1)
+        )
+        assigned = {k: _fill(v, cameras) for k, v in assigned.items()}
+        args = [_fill(a, cameras) for a in args]
+        if "VAPIPE_MQTT_HOST" in assigned:
             mqtt = servers.enter_context(broker(tmp_path))
-            env["VAPIPE_MQTT_HOST"] = "127.0.0.1"
+            assigned["VAPIPE_MQTT_HOST"] = "127.0.0.1"
             args += ["--set", f"mqtt.port={mqtt.port}"]
         result = subprocess.run(
-            [sys.executable, "-m", "vapipe", *args], cwd=tmp_path, env=env,
-            capture_output=True, text=True, timeout=300, check=False,
+            [sys.executable, "-m", "vapipe", *args], cwd=tmp_path,
+            env={**os.environ, **assigned}, capture_output=True, text=True, timeout=200,
+            check=False,
         )  # fmt: skip
     assert result.returncode == 0, f"{config}: {command}\n{result.stderr[-2000:]}"
     if runs_a_config:  # and it did its work: frames went through every stage
@@ -94,7 +99,7 @@ def test_config_comment_command_runs(tmp_path: Path, config: str, command: str) 
         assert min(frames.values()) > 0, frames
 
 
-def _fill(word: str, camera: str) -> str:
-    """A placeholder camera URL (``rtsp://...``, ``rtsp://user:password@host/...``), alone
-    or in ``cam.uri=...``, becomes the test camera's."""
-    return re.sub(r"rtsp://\S+", camera, word)
+def _fill(word: str, cameras: Iterator[str]) -> str:
+    """Each placeholder camera URL (``rtsp://...``, ``rtsp://user:password@host/...``),
+    alone or in ``cam.uri=...``, becomes the URL of a test camera of its own."""
+    return re.sub(r"rtsp://\S+", lambda _: next(cameras), word)
