@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Literal
 
 import shapely
@@ -28,8 +27,6 @@ Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=
 Point = list[Coordinate]
 SUMMARY_KEYS = frozenset({"by_class"})
 """Keys of a line's counts beside its two direction labels."""
-
-log = logging.getLogger(__name__)
 
 
 class LineConfig(StageConfig):

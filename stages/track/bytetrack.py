@@ -220,9 +220,10 @@ def duplicates_of(dets: Detections, merge_iou: float) -> np.ndarray:
     for index in np.argsort(-dets.score, kind="stable").tolist():
         if primary[index] >= 0:
             continue
+        # Best first: whatever is left overlapping this one scores no higher than it, and
+        # other_class excludes the detection itself.
         same = np.flatnonzero(other_class[index] & (overlap[index] >= merge_iou) & (primary < 0))
-        same = same[dets.score[same] <= dets.score[index]]
-        primary[same[same != index]] = index
+        primary[same] = index
     return primary
 
 

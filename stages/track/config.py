@@ -24,7 +24,8 @@ class TrackConfig(StageConfig):
     new_track_score: float = Field(0.3, gt=0, le=1)
     """An unmatched detection starts a track only at or above this score."""
     match_iou: float = Field(0.2, gt=0, le=1)
-    """Least overlap (IoU times score) for a detection to continue a track."""
+    """Least overlap (IoU) for a detection to continue a track; among those that qualify,
+    overlap times score decides (ByteTrack's score fusion)."""
     low_match_iou: float = Field(0.5, gt=0, le=1)
     """Least overlap for a low-score detection to continue a track (the second association)."""
     lost_s: float = Field(1.0, ge=0)
