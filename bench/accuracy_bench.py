@@ -47,6 +47,10 @@ TRACK_GRID = {
 LINE_GRID = {"min_crossing_frames": [1, 2, 3, 4], "min_crossing_px": [0, 4, 8, 12, 16]}
 
 
+def line_defaults() -> dict:
+    return {k: AnalyticsConfig.model_fields[k].default for k in LINE_GRID}
+
+
 def settings_of(name: str) -> dict:
     if name == "before":
         return runners.BEFORE
@@ -54,11 +58,7 @@ def settings_of(name: str) -> dict:
         track = TrackConfig().model_dump(
             include={"high_score", "new_track_score", "confirm_frames", "lost_s", "match_iou"}
         )
-        line = AnalyticsConfig.model_validate(
-            {"lines": [{"name": "x", "start": [0, 0], "end": [1, 1]}]}
-        )
-        analytics = {k: getattr(line, k) for k in LINE_GRID}
-        return {"track": track, "analytics": analytics, "conf": DEFAULT_CONF}  # fmt: skip
+        return {"track": track, "analytics": line_defaults(), "conf": DEFAULT_CONF}
     raise ValueError(name)
 
 
@@ -101,7 +101,6 @@ def _score_setting(args: tuple[list[Clip], dict, bool]) -> tuple[dict, dict]:
 def tune(clips: list[Clip]) -> tuple[dict, list[dict]]:
     """Tracker thresholds first (line rule at its defaults), then the line rule on the best
     tracker. Best: least count error, then least overcount, then highest IDF1."""
-    line_defaults = {k: AnalyticsConfig.model_fields[k].default for k in LINE_GRID}
     candidates = []
     for values in itertools.product(*TRACK_GRID.values()):
         chosen = dict(zip(TRACK_GRID, values, strict=True))
@@ -110,7 +109,7 @@ def tune(clips: list[Clip]) -> tuple[dict, list[dict]]:
         conf = chosen.pop("conf")
         if conf > chosen["high_score"]:
             continue
-        candidates.append({"track": chosen, "analytics": line_defaults, "conf": conf})
+        candidates.append({"track": chosen, "analytics": line_defaults(), "conf": conf})
     ranked = _rank(clips, candidates)
     best = ranked[0]["setting"]
     lines = [{**best, "analytics": dict(zip(LINE_GRID, v, strict=True))}

@@ -9,8 +9,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import shapely
-
 from bench.accuracy import synth
 from bench.accuracy.detect import cache_dir
 from bench.accuracy.score import Box
@@ -55,28 +53,9 @@ def traffic() -> Clip:
     zone = analytics["zones"][0]
     return Clip(
         "traffic", media() / "traffic.mp4", fps, frames, (640, 360), analytics, crossings,
-        optional, boxes, visits(boxes, zone["polygon"]), zone.get("dwell_s", 0) * fps,
+        optional, boxes, synth.zone_visits(boxes, zone["polygon"]), zone.get("dwell_s", 0) * fps,
         config["nms"].get("classes"),
     )  # fmt: skip
-
-
-def visits(boxes: list[list[Box]], polygon: list) -> list[dict]:
-    """Zone visits of labelled objects: their bottom-centre inside the polygon, enter to exit
-    (a box's last labelled frame ends its visit: it left the picture)."""
-    shape = shapely.Polygon(polygon)
-    inside: dict[int, int] = {}
-    found, last = [], {}
-    for frame, rows in enumerate(boxes):
-        here = set()
-        for obj, x1, _, x2, y2 in rows:
-            last[obj] = frame
-            if shape.contains(shapely.Point((x1 + x2) / 2, y2)):
-                here.add(obj)
-                inside.setdefault(obj, frame)
-        for obj in [o for o in inside if o not in here]:
-            found.append({"object": obj, "enter": inside.pop(obj), "exit": frame})
-    found += [{"object": o, "enter": f, "exit": None} for o, f in inside.items()]
-    return found
 
 
 def generated() -> list[Clip]:

@@ -7,6 +7,7 @@ tracker applies its own thresholds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -52,7 +53,14 @@ def cache_dir() -> Path:
 
 
 def detect(clip: Path, model: str, classes: list[int] | None) -> list[Detections]:
-    """Per frame, the clip's detections at score >= MIN_SCORE (cached by content and model)."""
+    """Per frame, the clip's detections at score >= MIN_SCORE (cached by content and model
+    on disk, and in this process: a search scores the same boxes thousands of times)."""
+    return _detections_of(clip, model, tuple(classes) if classes else None)
+
+
+@functools.cache
+def _detections_of(clip: Path, model: str, kept: tuple[int, ...] | None) -> list[Detections]:
+    classes = list(kept) if kept else None
     digest = hashlib.sha256(clip.read_bytes()).hexdigest()[:16]
     key = f"{clip.stem}-{digest}-{model}-{MIN_SCORE}-{classes}".replace(" ", "")
     cached = cache_dir() / f"{key}.json"

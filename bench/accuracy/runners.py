@@ -7,11 +7,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import shapely
 
 from bench.accuracy.clips import Clip
 from bench.accuracy.score import Box
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
+from vapipe.stages.analytics.geometry import compile_geometry
 from vapipe.stages.analytics.stage import AnalyticsStage
 from vapipe.stages.detections import Detections
 from vapipe.stages.track.stage import TrackStage
@@ -87,9 +89,9 @@ def ultralytics(
         return None
     settings = yaml.safe_load((ROOT / "cfg" / "trackers" / "bytetrack.yaml").read_text())
     tracker = BYTETracker(SimpleNamespace(**settings))
-    line = clip.analytics["lines"][0]
-    start, end = np.array(line["start"], float), np.array(line["end"], float)
-    labels = (line.get("in_label", "in"), line.get("out_label", "out"))
+    settings = AnalyticsConfig.model_validate(clip.analytics)
+    (line, *_), _ = compile_geometry(settings, clip.name, *clip.size)
+    segment = shapely.LineString([line.start, line.end])
     last: dict[int, np.ndarray] = {}
     counted: set[int] = set()
     events: list[dict] = []
@@ -105,31 +107,16 @@ def ultralytics(
             centre = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
             before = last.get(int(track))
             last[int(track)] = centre
-            if before is None or int(track) in counted or not _meets(before, centre, start, end):
+            if before is None or int(track) in counted:
+                continue
+            if not segment.intersects(shapely.LineString([before, centre])):  # as ObjectCounter
                 continue
             counted.add(int(track))
             # ObjectCounter names directions by motion (IN: rightward or downward); the side
-            # the centre moved to gives the same split, in the config's labels.
-            direction = _direction(start, end, centre, labels)
+            # the centre moved to gives the same split, in the config's labels, by vapipe's rule.
+            (side,), _ = line.sides(centre[None, :])
+            direction = line.config.in_label if side > 0 else line.config.out_label
             events.append({"event": "line_cross", "seq": seq, "track_id": int(track),
                            "direction": direction, "class_name": ""})  # fmt: skip
         tracks.append(frame)
     return events, tracks
-
-
-def _direction(start: np.ndarray, end: np.ndarray, after: np.ndarray, labels: tuple) -> str:
-    """The config's direction name for a crossing that ends at ``after``: vapipe's rule."""
-    d = end - start
-    side = d[0] * (after[1] - start[1]) - d[1] * (after[0] - start[0])
-    return labels[0] if side > 0 else labels[1]
-
-
-def _meets(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether segments p-q and a-b intersect (shapely's ``intersects``, for two segments)."""
-
-    def cross(o: np.ndarray, u: np.ndarray, v: np.ndarray) -> float:
-        return float((u[0] - o[0]) * (v[1] - o[1]) - (u[1] - o[1]) * (v[0] - o[0]))
-
-    d1, d2 = cross(a, b, p), cross(a, b, q)
-    d3, d4 = cross(p, q, a), cross(p, q, b)
-    return d1 * d2 <= 0 and d3 * d4 <= 0 and not (d1 == d2 == 0)

@@ -11,13 +11,16 @@ paths with the same geometry the analytics use.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import av
 import cv2
 import numpy as np
+import shapely
+
+from vapipe.stages.analytics.config import AnalyticsConfig
+from vapipe.stages.analytics.geometry import compile_geometry
 
 WIDTH, HEIGHT, FPS = 640, 360, 24
 LINE = {"name": "road", "start": [320, 20], "end": [320, 340]}
@@ -196,45 +199,49 @@ def _feather(h: int, w: int, edge: int = 6) -> np.ndarray:
     return np.minimum(ramp_y[:, None], ramp_x[None, :]).astype(np.float32)
 
 
-def _truth(scene: Scene, boxes: list[list[tuple]]) -> dict:
+def _truth(boxes: list[list[tuple]]) -> dict:
     """Line crossings and zone visits of each object's bottom-centre anchor, from its path."""
-    import shapely
-
-    start, end = np.array(LINE["start"], float), np.array(LINE["end"], float)
-    direction = end - start
-    polygon = shapely.Polygon(ZONE["polygon"])
-    crossings, visits = [], []
+    settings = AnalyticsConfig.model_validate({"lines": [LINE], "zones": [ZONE]})
+    (line,), _ = compile_geometry(settings, "scene", WIDTH, HEIGHT)
     anchors: dict[int, list[tuple[int, float, float]]] = {}
     for frame, rows in enumerate(boxes):
         for obj, x1, _, x2, y2 in rows:
             anchors.setdefault(obj, []).append((frame, (x1 + x2) / 2, y2))
-    length = float(np.hypot(*direction))
+    crossings = []
     for obj, points in anchors.items():
-        side, entered, over = 0, None, None
-        for frame, x, y in points:
-            offset = np.array([x, y]) - start
-            signed = (direction[0] * offset[1] - direction[1] * offset[0]) / length
-            along = float(offset @ direction / (length * length))
-            now = 1 if signed > 0 else -1
+        signed, along = line.sides(np.array([(x, y) for _, x, y in points]))
+        side, over = 0, None
+        for (frame, _, _), distance, position in zip(
+            points, signed.tolist(), along.tolist(), strict=True
+        ):
+            now = 1 if distance > 0 else -1
             if now != side and (over is None or over[1] != now):
-                over = (frame, now, along)  # came over here: a crossing if it goes on
-            if abs(signed) >= CROSSED_PX and now != side:
+                over = (frame, now, position)  # came over here: a crossing if it goes on
+            if abs(distance) >= CROSSED_PX and now != side:
                 if side and over is not None and 0 <= over[2] <= 1:
                     crossings.append(
                         {"frame": over[0], "object": obj, "line": LINE["name"],
                          "direction": "in" if now > 0 else "out"}
                     )  # fmt: skip
                 side, over = now, None
-            inside = polygon.contains(shapely.Point(x, y))
-            if inside and entered is None:
-                entered = frame
-            elif not inside and entered is not None:
-                visits.append({"object": obj, "zone": ZONE["name"], "enter": entered,
-                               "exit": frame})  # fmt: skip
-                entered = None
-        if entered is not None:
-            visits.append({"object": obj, "zone": ZONE["name"], "enter": entered, "exit": None})
-    return {"crossings": crossings, "visits": visits}
+    return {"crossings": crossings, "visits": zone_visits(boxes, ZONE["polygon"])}
+
+
+def zone_visits(boxes: list[list[tuple]], polygon: list) -> list[dict]:
+    """Zone visits of boxed objects: their bottom-centre inside the polygon, enter to exit
+    (a frame without the object's box ends its visit: it left the picture)."""
+    shape = shapely.Polygon(polygon)
+    inside: dict[int, int] = {}
+    found = []
+    for frame, rows in enumerate(boxes):
+        here = set()
+        for obj, x1, _, x2, y2 in rows:
+            if shape.contains(shapely.Point((x1 + x2) / 2, y2)):
+                here.add(obj)
+                inside.setdefault(obj, frame)
+        for obj in [o for o in inside if o not in here]:
+            found.append({"object": obj, "enter": inside.pop(obj), "exit": frame})
+    return found + [{"object": o, "enter": f, "exit": None} for o, f in inside.items()]
 
 
 def render(scene: Scene, media: Path, folder: Path) -> Path:
@@ -263,9 +270,8 @@ def render(scene: Scene, media: Path, folder: Path) -> Path:
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    scene.truth = {"boxes": boxes, **_truth(scene, boxes)}
+    scene.truth = {"boxes": boxes, **_truth(boxes)}
     return clip
 
 
 SCENES: list[Scene] = _scenes()
-SceneBuilder = Callable[[], list[Scene]]
