@@ -31,6 +31,38 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _unlinked_files() -> list[str]:
+    """Files of the checkout's packages that a strict editable install has not linked: such an
+    install (the README's) links each file once, so a module added since is not importable."""
+    import importlib.util
+    import tomllib
+
+    # Not vapipe itself: from the checkout's root, `import vapipe` finds its folder first.
+    spec = importlib.util.find_spec("vapipe.pipeline")
+    init = Path(spec.origin if spec and spec.origin else "")
+    if not init.is_symlink() or init.resolve() != REPO / "pipeline" / "__init__.py":
+        return []  # a wheel, or pip's import hook: nothing to go stale
+    tree = init.parent.parent.parent
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    missing = []
+    for package, folder in project["tool"]["setuptools"]["package-dir"].items():
+        for source in (REPO / folder).rglob("*.py"):
+            linked = tree / package.replace(".", "/") / source.relative_to(REPO / folder)
+            if not linked.exists():
+                missing.append(str(source.relative_to(REPO)))
+    return sorted(missing)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    missing = _unlinked_files()
+    if missing:
+        pytest.exit(
+            f"the editable install does not hold {', '.join(missing[:5])}: run the README's "
+            "install again (pip install --config-settings editable_mode=strict -e '.[dev]')",
+            returncode=4,
+        )
+
+
 def asset(kind: str, name: str) -> Path:
     path = ASSETS / kind / name
     if not path.is_file():

@@ -20,6 +20,18 @@ def declared() -> set[str]:
     return set(project["tool"]["setuptools"]["packages"])
 
 
+def tracked_copy(tree: Path) -> Path:
+    """The tracked files only, as a fresh clone has them: nothing stale or untracked slips in."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in tracked:
+        if (REPO / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, tree / name)
+    return tree
+
+
 def test_every_package_folder_is_declared() -> None:
     found = set()
     for folder, package in FOLDERS.items():
@@ -30,15 +42,7 @@ def test_every_package_folder_is_declared() -> None:
 
 
 def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
-    # Built from the tracked files only, so nothing stale or untracked can slip in.
-    tree = tmp_path / "tree"
-    tracked = subprocess.run(
-        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.split()
-    for name in tracked:
-        if (REPO / name).is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, tree / name)
+    tree = tracked_copy(tmp_path / "tree")
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
          "-w", str(tmp_path / "dist"), str(tree)],
