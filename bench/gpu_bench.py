@@ -30,13 +30,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from vapipe.pipeline.assets import resolve_media, resolve_model  # noqa: E402
-from vapipe.stages.preprocess.geometry import letterbox_for  # noqa: E402
-from vapipe.stages.preprocess.opencl import (  # noqa: E402
+from vapipe.stages.preprocess.cl_kernel import (  # noqa: E402
     LetterboxProgram,
-    OpenCLLetterbox,
     TensorSpec,
     select_device,
 )
+from vapipe.stages.preprocess.geometry import letterbox_for  # noqa: E402
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox  # noqa: E402
 from vapipe.stages.preprocess.resize_tables import resize_reference, tables  # noqa: E402
 
 CONVENTIONS = {

@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from vapipe.pipeline.assets import resolve_media  # noqa: E402
 from vapipe.pipeline.stage import StageContext  # noqa: E402
-from vapipe.stages.preprocess.opencl import OpenCLLetterbox, TensorSpec  # noqa: E402
+from vapipe.stages.preprocess.cl_kernel import TensorSpec  # noqa: E402
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox  # noqa: E402
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage  # noqa: E402
 
 SETTINGS = {

@@ -21,7 +21,8 @@ from vapipe import __version__
 from vapipe.pipeline import assets
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.logs import json_line, setup_logging
-from vapipe.pipeline.runner import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Runner
+from vapipe.pipeline.outcome import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from vapipe.pipeline.runner import Runner
 from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.urls import mask_credentials
 
@@ -138,7 +139,7 @@ def run_main(argv: list[str]) -> int:
             _check_writable(Path(args.stats))
         assets.prepare(
             [
-                assets.Needed(kind, name, node)  # type: ignore[arg-type]
+                assets.Needed(kind, name, node)
                 for node, spec_node in graph.nodes.items()
                 for kind, name in spec_node.stage_cls.assets_needed(spec_node.config)
             ]
@@ -347,7 +348,7 @@ def stages_main(argv: list[str]) -> int:
     from vapipe.pipeline.reference import keys, markdown
 
     if args.markdown:
-        print(markdown({name: registry.lookup(name) for name in registry.type_names()}), end="")
+        print(markdown(registry.types()), end="")
         return EXIT_OK
 
     names = [args.type] if args.type else registry.type_names()

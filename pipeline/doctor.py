@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from vapipe.stages.infer.backends import providers as eps
 
@@ -76,7 +76,7 @@ def _onnxruntime(out: Callable[[str], None]) -> None:
 def _opencl(out: Callable[[str], None]) -> None:
     out("\nOpenCL")
     try:
-        from vapipe.stages.preprocess.opencl import (
+        from vapipe.stages.preprocess.cl_kernel import (
             LetterboxProgram,
             OpenCLUnavailable,
             list_devices,
@@ -94,7 +94,10 @@ def _opencl(out: Callable[[str], None]) -> None:
     import pyopencl as cl
 
     for platform_name, device in devices:
-        kind = cl.device_type.to_string(device.type)
+        # Not device_type.to_string: it names the ALL mask too ("ALL | CPU").
+        kind = " | ".join(
+            name for name in DEVICE_KINDS if device.type & getattr(cl.device_type, name)
+        )
         line = (
             f"  {platform_name.strip()} / {device.name.strip()} [{kind}], "
             f"{device.max_compute_units} compute units, "
@@ -127,9 +130,11 @@ def _pyav(out: Callable[[str], None]) -> None:
     libavcodec = ".".join(map(str, versions.get("libavcodec", ()))) or "?"
     out(f"  PyAV {av.__version__}, libavcodec {libavcodec}")
     hardware = sorted(name for name in av.codecs_available if name.endswith(HW_CODEC_SUFFIXES))
-    decoders, encoders = [], []
+    decoders: list[str] = []
+    encoders: list[str] = []
+    buckets: tuple[tuple[Literal["r", "w"], list[str]], ...] = (("r", decoders), ("w", encoders))
     for name in hardware:
-        for mode, bucket in (("r", decoders), ("w", encoders)):
+        for mode, bucket in buckets:
             try:
                 av.codec.Codec(name, mode)
                 bucket.append(name)
@@ -149,14 +154,20 @@ def _pyav(out: Callable[[str], None]) -> None:
         out(f"  hardware device types: {', '.join(hwaccel.hwdevices_available()) or 'none'}")
 
 
+DEVICE_KINDS = ("GPU", "CPU", "ACCELERATOR", "CUSTOM")
+
+
 def _opens(codec: str) -> str | None:
     """None if an encoder context of ``codec`` opens on this machine, else why not."""
     from fractions import Fraction
 
     import av
+    from av.video.codeccontext import VideoCodecContext
 
     try:
         context = av.codec.CodecContext.create(codec, "w")
+        if not isinstance(context, VideoCodecContext):
+            return f"does not open (not a video encoder: {context.type})"
         context.width, context.height, context.pix_fmt = 256, 144, "yuv420p"
         context.time_base, context.framerate = Fraction(1, 25), Fraction(25)
         context.open()

@@ -72,7 +72,7 @@ class Frame:
         held = self.__dict__.get("_image")
         if held is None and self.yuv is not None:
             return (self.yuv.shape[0] * 2 // 3, self.yuv.shape[1], 3)
-        return held.shape  # type: ignore[union-attr]
+        return _image(self).shape
 
     def __repr__(self) -> str:
         return f"Frame({self.source_id!r}, seq={self.seq}, pts={self.pts:.3f})"
@@ -80,12 +80,14 @@ class Frame:
 
 def _image(frame: Frame) -> np.ndarray:
     image = frame.__dict__.get("_image")
-    if image is None and frame.yuv is not None:
+    if image is None:
+        if frame.yuv is None:
+            raise AttributeError(f"{frame!r} carries no picture")
         import cv2  # only frames carrying YUV get here
 
         image = cv2.cvtColor(frame.yuv, cv2.COLOR_YUV2BGR_I420)
         frame.__dict__["_image"] = image
-    return image  # type: ignore[return-value]
+    return image
 
 
 def _set_image(frame: Frame, image: np.ndarray | None) -> None:
@@ -94,7 +96,8 @@ def _set_image(frame: Frame, image: np.ndarray | None) -> None:
 
 # ``image`` is made from ``yuv`` when first read (a data descriptor, so the dataclass's own
 # __init__ assignment goes through it too).
-Frame.image = property(_image, _set_image)  # type: ignore[assignment,method-assign]
+# mypy reads the field's annotation, not this property; both say np.ndarray.
+Frame.image = property(_image, _set_image)  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

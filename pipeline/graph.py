@@ -65,7 +65,14 @@ class Graph:
 
 def source_id_of(node: NodeSpec) -> str:
     """The source_id a source node's frames carry."""
-    return node.stage_cls.source_id_of(node.name, node.config)  # type: ignore[attr-defined]
+    return source_type(node).source_id_of(node.name, node.config)
+
+
+def source_type(node: NodeSpec) -> type[SourceStage]:
+    stage_cls = node.stage_cls
+    if not issubclass(stage_cls, SourceStage):
+        raise TypeError(f"node '{node.name}' is not a source")
+    return stage_cls
 
 
 def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Graph:
@@ -158,7 +165,7 @@ def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:
     claims = FileClaims()
     for name, node in sources.items():
         try:
-            for names in node.stage_cls.files_read(node.config):  # type: ignore[attr-defined]
+            for names in source_type(node).files_read(node.config):
                 claims.read(names, f"the input of node '{name}'")
         except ConfigError as exc:
             raise spec.error(exc.message, node=name, key="uri") from None

@@ -72,7 +72,8 @@ class StageMetrics:
     def summary(self) -> dict[str, Any]:
         with self._lock:
             times = np.frombuffer(self._per_item_s, dtype=np.float64) if self._per_item_s else None
-            span = (self.last_at - self.first_at) if self.first_at is not None else 0.0
+            first, last = self.first_at, self.last_at
+            span = last - first if first is not None and last is not None else 0.0
             summary: dict[str, Any] = {
                 "type": self.type_name,
                 "frames": self.items,

@@ -9,12 +9,15 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from vapipe.pipeline.validation import table_models
+
+if TYPE_CHECKING:
+    from vapipe.pipeline.stage import Stage
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def _type_name(annotation: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
-def markdown(types: dict[str, type]) -> str:
+def markdown(types: dict[str, type[Stage]]) -> str:
     """The configuration reference as markdown: ``[pipeline]``, ``[queues]``, then every stage
     type with each key's type, default and meaning (docs/configuration.md)."""
     from vapipe.pipeline.config import PipelineSettings, QueueSettings

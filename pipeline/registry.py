@@ -69,3 +69,9 @@ def lookup(type_name: str) -> type[Stage] | None:
 def type_names() -> list[str]:
     load()
     return sorted(_stage_types)
+
+
+def types() -> dict[str, type[Stage]]:
+    """Every stage type by name, sorted."""
+    load()
+    return dict(sorted(_stage_types.items()))

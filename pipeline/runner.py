@@ -13,8 +13,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
 from typing import Any, cast
 
 from vapipe.pipeline.config import NodeSpec
@@ -22,40 +21,21 @@ from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.metrics import StageMetrics, queue_summary
-from vapipe.pipeline.queues import EOS, Aborted, Inbox, LinkQueue
+from vapipe.pipeline.node import Node
+from vapipe.pipeline.outcome import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    RunResult,
+    as_pipeline_error,
+    exit_code_for,
+    naming_node,
+)
+from vapipe.pipeline.queues import EOS, Aborted, Inbox
 from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.stage import BatchStage, SourceStage, Stage, StageContext
 
 log = logging.getLogger(__name__)
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-@dataclass
-class RunResult:
-    exit_code: int
-    error: PipelineError | None
-    stats: dict[str, Any]
-
-
-@dataclass
-class _Node:
-    """Runtime state of one stage: its inbox, output links, metrics and worker bookkeeping."""
-
-    stage: Stage
-    inbox: Inbox | None
-    outputs: list[LinkQueue] = field(default_factory=list)
-    metrics: StageMetrics | None = None
-    threads: list[threading.Thread] = field(default_factory=list)
-    workers: int = 1
-    live_workers: int = 0
-    open_s: float | None = None
-    next_ticket: int = 0
-    next_emit: int = 0
-    pending: dict[int, list[Any]] = field(default_factory=dict)
-    get_lock: threading.Lock = field(default_factory=threading.Lock)
-    emit_lock: threading.Lock = field(default_factory=threading.Lock)
-    finished: threading.Event = field(default_factory=threading.Event)
 
 
 class Runner:
@@ -79,7 +59,7 @@ class Runner:
         self.interrupted = False
         self._error: PipelineError | None = None
         self._error_lock = threading.Lock()
-        self._nodes: dict[str, _Node] = {}
+        self._nodes: dict[str, Node] = {}
         self._started_at = 0.0
         self._wall_s = 0.0
         self.ready_at: float | None = None
@@ -130,7 +110,7 @@ class Runner:
     def stats(self) -> dict[str, Any]:
         stages: dict[str, Any] = {}
         for name, node in self._nodes.items():
-            entry = node.metrics.summary() if node.metrics else {}
+            entry = node.metrics.summary()
             if node.open_s is not None:
                 entry["open_s"] = round(node.open_s, 3)
             try:
@@ -171,7 +151,7 @@ class Runner:
     def progress(self) -> tuple[int, int | None]:
         """(frames out of the last stages, frames expected or None)."""
         sinks = [n for name, n in self._nodes.items() if not self.graph.successors(name)]
-        done = min((n.metrics.items for n in sinks if n.metrics), default=0)
+        done = min((n.metrics.items for n in sinks), default=0)
         totals = []
         for node in self._nodes.values():
             if isinstance(node.stage, SourceStage):
@@ -188,7 +168,7 @@ class Runner:
             spec = self.graph.nodes[name]
             stage = self._make_stage(name, spec)
             is_source = isinstance(stage, SourceStage)
-            self._nodes[name] = _Node(
+            self._nodes[name] = Node(
                 stage=stage,
                 inbox=None if is_source else Inbox(name),
                 metrics=StageMetrics(name, spec.stage_cls.type_name),
@@ -201,7 +181,7 @@ class Runner:
 
     def _open_all(self) -> int | None:
         """Open downstream stages first, so a stage can ask them what they expect."""
-        opened: list[_Node] = []
+        opened: list[Node] = []
         source_ids = self.graph.source_ids
         for name in reversed(self.graph.order):
             node = self._nodes[name]
@@ -247,18 +227,18 @@ class Runner:
 
     # -- stage threads ------------------------------------------------------------------
 
-    def _source_loop(self, node: _Node) -> None:
+    def _source_loop(self, node: Node) -> None:
         stage = cast(SourceStage, node.stage)
         count = 0
         item: Any = None
         try:
-            frames = stage.frames()
+            frames = iter(stage.frames())
             while not self.stop_requested.is_set():
                 started = time.perf_counter()
                 item = next(frames, EOS)
                 if item is EOS:
                     break
-                self._push(node, item)
+                node.push(item)
                 if isinstance(item, Message):
                     continue
                 node.metrics.record(1, time.perf_counter() - started)
@@ -269,7 +249,9 @@ class Runner:
                 if self.max_frames is not None and done >= self.max_frames:
                     log.info("%s: reached --max-frames %d", stage.name, self.max_frames)
                     break
-            frames.close()
+            # A plug-in's source may give any iterator; a generator is told to clean up.
+            if isinstance(frames, Generator):
+                frames.close()
         except Aborted:
             pass
         except Exception as exc:
@@ -277,7 +259,7 @@ class Runner:
         finally:
             self._finish(node)
 
-    def _stage_loop(self, node: _Node) -> None:
+    def _stage_loop(self, node: Node) -> None:
         stage, inbox = node.stage, cast(Inbox, node.inbox)
         items: list[Any] = []
         ticket = -1
@@ -306,7 +288,7 @@ class Runner:
                         node.metrics.record_latency(items)
                 for message in messages:
                     outputs.extend(stage.handle_message(message))
-                self._emit(node, ticket, outputs)
+                node.emit(ticket, outputs)
                 if ended:
                     break
         except Aborted:
@@ -315,30 +297,11 @@ class Runner:
             self._record_error(stage.name, exc, items[0] if items else None)
             inbox.discard()
             if node.workers > 1:
-                self._emit(node, ticket, [])  # release the reorder slot of the failed item
+                node.emit(ticket, [])  # release the reorder slot of the failed item
         finally:
             self._finish(node)
 
-    def _emit(self, node: _Node, ticket: int, outputs: list[Any]) -> None:
-        """Pass outputs on in input order, whichever worker finished first."""
-        if node.workers == 1:
-            self._push_all(node, outputs)
-            return
-        with node.emit_lock:
-            node.pending[ticket] = outputs
-            while node.next_emit in node.pending:
-                self._push_all(node, node.pending.pop(node.next_emit))
-                node.next_emit += 1
-
-    def _push_all(self, node: _Node, outputs: Iterable[Any]) -> None:
-        for output in outputs:
-            self._push(node, output)
-
-    def _push(self, node: _Node, item: Any) -> None:
-        for link in node.outputs:
-            link.put(item)
-
-    def _finish(self, node: _Node) -> None:
+    def _finish(self, node: Node) -> None:
         """The last worker of a stage flushes it, ends its output links and closes it."""
         with node.emit_lock:
             node.live_workers -= 1
@@ -351,7 +314,7 @@ class Runner:
                 tail = list(node.stage.flush())
                 if tail:
                     node.metrics.record(0, time.perf_counter() - started)
-                    self._push_all(node, tail)
+                    node.push_all(tail)
         except Aborted:
             pass
         except Exception as exc:
@@ -362,7 +325,7 @@ class Runner:
             self._close(node)
             node.finished.set()
 
-    def _close(self, node: _Node) -> None:
+    def _close(self, node: Node) -> None:
         try:
             node.stage.close()
         except Exception as exc:
@@ -373,19 +336,7 @@ class Runner:
     def _record_error(
         self, stage: str, exc: BaseException, item: Any, *, stop: bool = True
     ) -> None:
-        error: PipelineError
-        if isinstance(exc, StageError):
-            error = exc
-        elif isinstance(exc, ConfigError):  # found at run time, still the config's fault: exit 2
-            error = naming_node(exc, stage)
-        else:
-            message = str(exc) or type(exc).__name__
-            error = StageError(
-                stage,
-                message,
-                source_id=getattr(item, "source_id", None),
-                seq=getattr(item, "seq", None),
-            )
+        error = as_pipeline_error(exc, stage, item)
         log.debug("stage %s failed", stage, exc_info=exc)
         with self._error_lock:
             if self._error is None:
@@ -434,19 +385,3 @@ class Runner:
         self.interrupted = True
         again = " (again to exit at once)" if exit_on_repeat else ""
         self.request_stop(f"{signal.Signals(signum).name}{again}")
-
-
-def exit_code_for(error: PipelineError | None, interrupted: bool) -> int:
-    """2 for a config error, 1 for any other, else 130 after Ctrl-C, else 0."""
-    if isinstance(error, ConfigError):
-        return EXIT_USAGE
-    if error is not None:
-        return EXIT_FAILURE
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
-
-
-def naming_node(error: ConfigError, node: str) -> ConfigError:
-    """The error, with the node it happened in when it does not say."""
-    if error.node:
-        return error
-    return ConfigError(error.message, file=error.file, line=error.line, node=node, key=error.key)

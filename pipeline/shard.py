@@ -160,7 +160,8 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
     from vapipe.pipeline import graph as graph_module
     from vapipe.pipeline.errors import ConfigError
     from vapipe.pipeline.logs import setup_logging
-    from vapipe.pipeline.runner import EXIT_USAGE, Runner
+    from vapipe.pipeline.outcome import EXIT_USAGE
+    from vapipe.pipeline.runner import Runner
     from vapipe.pipeline.signals import install_stop_signals
 
     setup_logging(job.log_level, job.log_format, prefix=f"shard{job.index} ")

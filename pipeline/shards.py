@@ -19,12 +19,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.graph import Graph
-from vapipe.pipeline.runner import (
+from vapipe.pipeline.outcome import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -33,8 +33,9 @@ from vapipe.pipeline.runner import (
     naming_node,
 )
 from vapipe.pipeline.shard import ShardJob, run_shard
+from vapipe.pipeline.shard_ledger import Delivered, Ledger
+from vapipe.pipeline.shard_stats import merge_stats
 from vapipe.pipeline.stage import Stage, StageContext
-from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +55,6 @@ def shard_count(setting: int | str, sources: int, cpus: int | None = None) -> in
 def partition(sources: list[str], count: int) -> list[tuple[str, ...]]:
     """Round robin, in config order: shard 0 gets sources 0, N, 2N, ..."""
     return [tuple(sources[index::count]) for index in range(count)]
-
-
-@dataclass
-class _Source:
-    """What has been delivered of one source, for resuming it and saying it came back."""
-
-    node: str
-    uri: str
-    sinks: list[str]
-    next_seq: dict[str, int] = field(default_factory=dict)  # per sink node
-    last_pts: float | None = None
-    last_delivered: float | None = None  # time.time()
-    down_since: float | None = None
-    down_attempt: int = 0
 
 
 @dataclass
@@ -110,7 +97,7 @@ class ShardRunner:
             _Slot(index, group, devices[index % len(devices)] if devices else None)
             for index, group in enumerate(partition(graph.sources, count))
         ]
-        self._sources: dict[str, _Source] = {}
+        self.ledger = Ledger(graph, ())
         self._started_at = time.monotonic()
         self._wall_s = 0.0
 
@@ -163,9 +150,7 @@ class ShardRunner:
             _terminate(slot.process)
 
     def progress(self) -> tuple[int, int | None]:
-        with self._lock:
-            done = sum(max(s.next_seq.values(), default=0) for s in self._sources.values())
-        return done, None
+        return self.ledger.progress(), None
 
     # -- set-up -------------------------------------------------------------------------
 
@@ -189,12 +174,7 @@ class ShardRunner:
         return None
 
     def _map_sources(self) -> None:
-        for node_name in self.graph.sources:
-            node = self.graph.nodes[node_name]
-            source_id = node.stage_cls.source_id_of(node_name, node.config)
-            sinks = [n for n in self.graph.downstream_of(node_name) if n in self._sinks]
-            uri = mask_credentials(str(getattr(node.config, "uri", node_name)))
-            self._sources[source_id] = _Source(node_name, uri, sinks)
+        self.ledger = Ledger(self.graph, self._sinks)
 
     # -- one shard, from start to its end, restarts included ------------------------------
 
@@ -244,16 +224,7 @@ class ShardRunner:
             )
 
     def _job(self, slot: _Slot) -> ShardJob:
-        resume: dict[str, tuple[int, float | None, float | None]] = {}
-        if slot.restarts:
-            with self._lock:
-                for source in self._sources.values():
-                    if source.node in slot.sources and source.next_seq:
-                        resume[source.node] = (
-                            min(source.next_seq.values()),
-                            source.last_pts,
-                            source.last_delivered,
-                        )
+        resume = self.ledger.resume(slot.sources) if slot.restarts else {}
         return ShardJob(
             index=slot.index,
             config=self.graph.spec.file,
@@ -290,58 +261,23 @@ class ShardRunner:
     def _deliver_frame(
         self, sink: str, source_id: str, seq: int, pts: float, records: list[dict[str, Any]]
     ) -> None:
-        source = self._sources.get(source_id)
+        source = self.ledger.sources.get(source_id)
         if source is None:  # a source_id this process does not know: written as it is
             self._write(sink, records)
             return
-        with self._lock:
-            if seq < source.next_seq.get(sink, 0):
-                return  # delivered before the shard was restarted
-            came_back = source.down_since is not None
-            if came_back:
-                down_s = round(time.monotonic() - source.down_since, 3)  # type: ignore[operator]
-                source.down_since = None
-        if came_back:
-            self._write_all(
-                source,
-                self._message(source_id, source, "source_up", attempt=source.down_attempt,
-                              down_s=down_s),
-            )  # fmt: skip
+        new, up = self.ledger.admit(source_id, sink, seq)
+        if not new:
+            return  # delivered before the shard was restarted
+        if up is not None:
+            self._write_all(source, up)
         self._write(sink, records)
-        with self._lock:
-            source.next_seq[sink] = seq + 1
-            source.last_pts = pts if source.last_pts is None else max(source.last_pts, pts)
-            source.last_delivered = time.time()
+        self.ledger.delivered(source_id, sink, seq, pts)
 
     def _sources_down(self, slot: _Slot, reason: str) -> None:
-        for source_id, source in self._sources.items():
-            if source.node not in slot.sources:
-                continue
-            with self._lock:
-                source.down_attempt = slot.restarts + 1
-                if source.down_since is None:
-                    source.down_since = time.monotonic()
-            self._write_all(
-                source,
-                self._message(source_id, source, "source_down", reason=reason,
-                              attempt=source.down_attempt),
-            )  # fmt: skip
+        for source, record in self.ledger.went_down(slot.sources, slot.restarts + 1, reason):
+            self._write_all(source, record)
 
-    def _message(self, source_id: str, source: _Source, kind: str, **data: Any) -> dict[str, Any]:
-        from vapipe.stages.sinks.records import iso_time
-
-        seq = min(source.next_seq.values(), default=0) - 1
-        return {
-            "event": kind,
-            "source_id": source_id,
-            "seq": seq if seq >= 0 else None,
-            "pts": source.last_pts,
-            "time": iso_time(time.time()),
-            "uri": source.uri,
-            **data,
-        }
-
-    def _write_all(self, source: _Source, record: dict[str, Any]) -> None:
+    def _write_all(self, source: Delivered, record: dict[str, Any]) -> None:
         for sink in source.sinks:
             self._write(sink, [record])
 
@@ -386,92 +322,22 @@ class ShardRunner:
         return exit_code_for(self._error, self.interrupted)
 
     def _result(self, code: int, *, started: bool) -> RunResult:
-        stats = merge_stats(self, started)
-        stats["exit_code"] = code
-        stats["error"] = str(self._error) if self._error else None
-        return RunResult(code, self._error, stats)
-
-
-def merge_stats(runner: ShardRunner, started: bool) -> dict[str, Any]:
-    """Every shard's stats, and per stage the sum over shards: frames and fps add up (the
-    shards run side by side), mean time is weighted by frames, p95 is the worst shard's."""
-    shards = []
-    stages: dict[str, dict[str, Any]] = {}
-    queues: dict[str, Any] = {}
-    for slot in runner._slots:
-        child = slot.done[2] if slot.done else {}
-        shards.append(
+        shards = [
             {
                 "index": slot.index,
                 "sources": list(slot.sources),
                 "device": slot.device,
                 "restarts": slot.restarts,
                 "exit_code": slot.done[0] if slot.done else None,
-                "wall_s": child.get("wall_s"),
-                "process": child.get("process", {}),
-                "stages": child.get("stages", {}),
             }
-        )
-        for name, entry in child.get("stages", {}).items():
-            _add_stage(stages.setdefault(name, {}), entry)
-        for name, queue in child.get("queues", {}).items():
-            _add_queue(queues.setdefault(name, {}), queue)
-    for name, sink in runner._sinks.items():
-        stages.setdefault(name, {"type": sink.type_name, "frames": 0, "calls": 0, "fps": None,
-                                 "mean_ms": None, "p95_ms": None})  # fmt: skip
-        stages[name].update(sink.stats())
-    order = {name: index for index, name in enumerate(runner.graph.order)}
-    stages = dict(sorted(stages.items(), key=lambda item: order.get(item[0], len(order))))
-    wall = runner._wall_s or (time.monotonic() - runner._started_at)
-    spec = runner.graph.spec
-    return {
-        "pipeline": spec.settings.name or os.path.basename(spec.file),
-        "config": spec.file,
-        "wall_s": round(wall, 3),
-        "ready_s": max((s["process"].get("ready_s", 0.0) for s in shards), default=None),
-        "stages": stages,
-        "queues": queues,
-        "shards": shards,
-        "started": started,
-    }
-
-
-def _add_stage(total: dict[str, Any], entry: dict[str, Any]) -> None:
-    if not total:
-        total.update(entry)
-        total["latency"] = dict(entry.get("latency", {}))
-        if not total["latency"]:
-            del total["latency"]
-        return
-    frames_before, frames = total.get("frames") or 0, entry.get("frames") or 0
-    total["frames"] = frames_before + frames
-    total["calls"] = (total.get("calls") or 0) + (entry.get("calls") or 0)
-    fps = [v for v in (total.get("fps"), entry.get("fps")) if v is not None]
-    total["fps"] = round(sum(fps), 2) if fps else None
-    if total.get("mean_ms") is not None and entry.get("mean_ms") is not None and total["frames"]:
-        total["mean_ms"] = round(
-            (total["mean_ms"] * frames_before + entry["mean_ms"] * frames) / total["frames"], 3
-        )
-    else:
-        total["mean_ms"] = total.get("mean_ms") or entry.get("mean_ms")
-    p95 = [v for v in (total.get("p95_ms"), entry.get("p95_ms")) if v is not None]
-    total["p95_ms"] = max(p95) if p95 else None
-    opening = [v for v in (total.get("open_s"), entry.get("open_s")) if v is not None]
-    if opening:  # shards open side by side: the slowest is what the run waited for
-        total["open_s"] = max(opening)
-    if entry.get("latency"):
-        total.setdefault("latency", {}).update(entry["latency"])
-
-
-def _add_queue(total: dict[str, Any], queue: dict[str, Any]) -> None:
-    """A link as every shard has it: drops add up, the high-water mark is the highest."""
-    if not total:
-        total.update(queue, dropped_by_source=dict(queue.get("dropped_by_source", {})))
-        return
-    total["high_water"] = max(total["high_water"], queue["high_water"])
-    total["dropped"] += queue["dropped"]
-    for source, count in queue.get("dropped_by_source", {}).items():
-        total["dropped_by_source"][source] = total["dropped_by_source"].get(source, 0) + count
+            for slot in self._slots
+        ]
+        children = [slot.done[2] if slot.done else {} for slot in self._slots]
+        wall = self._wall_s or (time.monotonic() - self._started_at)
+        stats = merge_stats(self.graph, shards, children, self._sinks, wall, started)
+        stats["exit_code"] = code
+        stats["error"] = str(self._error) if self._error else None
+        return RunResult(code, self._error, stats)
 
 
 def _exit_text(code: int | None) -> str:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vapipe.pipeline.assets import Kind
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.urls import mask_credentials
 
@@ -106,7 +107,7 @@ class Stage:
         raise NotImplementedError
 
     @classmethod
-    def assets_needed(cls, config: Any) -> list[tuple[str, str]]:
+    def assets_needed(cls, config: Any) -> list[tuple[Kind, str]]:
         """Manifest entries (``("models", "yolox-nano")``) this node needs: found or fetched
         for every node before any opens."""
         return []
@@ -142,17 +143,17 @@ class SourceStage(Stage):
     """A stage with no input: ``frames`` yields items until the stream ends."""
 
     @classmethod
-    def is_live(cls, config: StageConfig) -> bool:
+    def is_live(cls, config: Any) -> bool:
         """Live sources default to leaky queues that drop the oldest frame."""
         return False
 
     @classmethod
-    def source_id_of(cls, name: str, config: StageConfig) -> str:
+    def source_id_of(cls, name: str, config: Any) -> str:
         """The source_id its frames will carry."""
         return name
 
     @classmethod
-    def files_read(cls, config: StageConfig) -> list[str | Names]:
+    def files_read(cls, config: Any) -> list[str | Names]:
         """Local files this source reads (none for cameras and URLs)."""
         return []
 

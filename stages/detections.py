@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,9 +61,15 @@ class Detections:
             track_id=None if self.track_id is None else self.track_id[index],
         )
 
-    def replace(self, **changes: object) -> Detections:
+    def tracked(self) -> np.ndarray:
+        """Which detections carry a track id (a tracker marks the others -1)."""
+        if self.track_id is None:
+            return np.zeros(len(self), dtype=bool)
+        return self.track_id >= 0
+
+    def replace(self, **changes: Any) -> Detections:
         """A copy with some fields changed (checked again): ``dets.replace(xyxy=mapped)``."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **changes)
 
     def class_name(self, class_id: int) -> str:
         return self.names[class_id] if 0 <= class_id < len(self.names) else str(class_id)

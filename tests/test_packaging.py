@@ -4,6 +4,7 @@ the ``vapipe`` import name, with its data files (OpenCL kernel, model manifest).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,3 +103,9 @@ def test_readme_code_map_matches_the_tree() -> None:
     }
     missing = (top | subpackages) - mapped
     assert not missing, f"folders missing from the README's code map: {sorted(missing)}"
+    # A module a row names is in that row's folder.
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            folder = line.split("`")[1].rstrip("/")
+            for module in re.findall(r"`([a-z_]+\.py)`", line):
+                assert (REPO / folder / module).is_file(), f"the code map names {folder}/{module}"

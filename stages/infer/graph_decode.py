@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.infer.heads import Family, grid_cells, yolox_grid
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 CANDIDATES = "vapipe_candidates"
 """The appended output: (batch, anchors, 6) float32."""
@@ -35,16 +39,16 @@ class HeadLayout:
     input_h: int
 
 
-def unsupported(model: object, layout: HeadLayout) -> str | None:
+def unsupported(model: ModelProto, layout: HeadLayout) -> str | None:
     """Why the decode cannot be appended to ``model`` (an onnx ModelProto), or None."""
     if layout.family not in FAMILIES:
         return f"{layout.family.value} heads are decoded in the model already"
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)  # type: ignore[attr-defined]
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < MIN_OPSET:
         return f"the model's opset {opset} is older than {MIN_OPSET}"
-    if len(model.graph.output) < 1:  # type: ignore[attr-defined]
+    if len(model.graph.output) < 1:
         return "the model has no output"
-    dims = model.graph.output[0].type.tensor_type.shape.dim  # type: ignore[attr-defined]
+    dims = model.graph.output[0].type.tensor_type.shape.dim
     anchors = dims[1].dim_value if len(dims) == 3 else 0
     cells = grid_cells(layout.input_w, layout.input_h)
     if layout.family is Family.YOLOX and anchors and anchors != cells:
@@ -53,13 +57,13 @@ def unsupported(model: object, layout: HeadLayout) -> str | None:
     return None
 
 
-def append_decode(model: object, layout: HeadLayout) -> object:
+def append_decode(model: ModelProto, layout: HeadLayout) -> ModelProto:
     """``model`` (an onnx ModelProto, changed in place and returned) with a second output,
     :data:`CANDIDATES`, decoded from its first. Call :func:`unsupported` first."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    graph = model.graph  # type: ignore[attr-defined]
+    graph = model.graph
     nodes: list[onnx.NodeProto] = []
     constants: dict[str, onnx.TensorProto] = {}
 
@@ -69,7 +73,7 @@ def append_decode(model: object, layout: HeadLayout) -> object:
             constants[PREFIX + name] = numpy_helper.from_array(value, PREFIX + name)
         return PREFIX + name
 
-    def op(kind: str, inputs: Sequence[str], **attributes: object) -> str:
+    def op(kind: str, inputs: Sequence[str], **attributes: Any) -> str:
         output = f"{PREFIX}{len(nodes)}_{kind}"
         nodes.append(helper.make_node(kind, list(inputs), [output], name=output, **attributes))
         return output

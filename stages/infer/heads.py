@@ -14,6 +14,7 @@ from functools import cache
 import numpy as np
 
 from vapipe.stages.detections import Detections
+from vapipe.stages.preprocess.geometry import Color, Placement
 
 
 class Family(StrEnum):
@@ -31,9 +32,9 @@ class Family(StrEnum):
 class Conventions:
     """How a family expects its input tensor."""
 
-    color: str  # "bgr" | "rgb"
+    color: Color
     scale: float
-    placement: str  # "center" | "top-left"
+    placement: Placement
 
 
 def conventions(family: Family) -> Conventions:
@@ -56,9 +57,10 @@ def detect_family(
     input_h: int,
 ) -> Family | None:
     """Guess the head from the output shape and ONNX metadata; None when unsure."""
-    if len(output_shape) != 3 or not all(isinstance(d, int) for d in output_shape[1:]):
+    dims = [d for d in output_shape[1:] if isinstance(d, int)]
+    if len(output_shape) != 3 or len(dims) != 2:
         return None
-    rows, cols = int(output_shape[1]), int(output_shape[2])  # type: ignore[arg-type]
+    rows, cols = dims
     if str(metadata.get("end2end", "")).lower() == "true" or (cols == 6 and rows <= 1000):
         return Family.END2END
     ultralytics = "ultralytics" in str(metadata.get("author", "")).lower()

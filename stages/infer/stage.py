@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from vapipe.pipeline.assets import model_entry, resolve_model
+from vapipe.pipeline.assets import Kind, model_entry, resolve_model
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
@@ -28,6 +28,7 @@ from vapipe.stages.infer.heads import (
 )
 from vapipe.stages.infer.names import class_names
 from vapipe.stages.nms import NmsStage
+from vapipe.stages.preprocess.geometry import Color, Placement
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,9 @@ class ModelInput:
 
     width: int
     height: int
-    color: str
+    color: Color
     scale: float
-    placement: str
+    placement: Placement
     dtype: np.dtype
 
 
@@ -97,7 +98,7 @@ class InferStage(BatchStage):
     backend: Backend | None = None
 
     @classmethod
-    def assets_needed(cls, config: InferConfig) -> list[tuple[str, str]]:  # type: ignore[override]
+    def assets_needed(cls, config: InferConfig) -> list[tuple[Kind, str]]:
         return [("models", config.model)] if model_entry(config.model) else []
 
     def open(self, context: StageContext) -> None:
@@ -113,7 +114,9 @@ class InferStage(BatchStage):
         self.family = self._family(info.output_shape, info.metadata, width, height)
         self.names = class_names(info.metadata, cfg.names_file)
         self.head: HeadLayout | None = getattr(self.backend, "head", None)
-        self.device_decoder = self._device_decoder(context, width, height)
+        self.device_decoder = self._device_decoder(context, self.backend, width, height)
+        # Only the torch backend has it; the device decoder is made only for it.
+        self.run_on_device = getattr(self.backend, "run_on_device", None)
         conv = conventions(self.family)
         self.model_input = ModelInput(
             width, height, conv.color, conv.scale, conv.placement, info.input_dtype
@@ -151,19 +154,19 @@ class InferStage(BatchStage):
         return HeadLayout(family, width, height) if family in GRAPH_FAMILIES else None
 
     def _device_decoder(
-        self, context: StageContext, width: int, height: int
+        self, context: StageContext, backend: Backend, width: int, height: int
     ) -> DeviceDecoder | None:
         """For torch: the decoder that runs on its device, or None."""
         wanted = self.config.decode_on_device
-        on_gpu = getattr(getattr(self.backend, "torch_device", None), "type", "cpu") != "cpu"
+        on_gpu = getattr(getattr(backend, "torch_device", None), "type", "cpu") != "cpu"
         if self.head is not None or wanted is False or (wanted is None and not on_gpu):
             return None
         nms = context.find_downstream(NmsStage)
         why = None
         if self.family not in DeviceDecoder.families:
             why = f"{self.family.value} heads are suppressed in the model already"
-        elif not hasattr(self.backend, "run_on_device"):
-            why = getattr(self.backend, "head_problem", None) or "this backend cannot"
+        elif not hasattr(backend, "run_on_device"):
+            why = getattr(backend, "head_problem", None) or "this backend cannot"
         elif nms is None:
             why = "no nms node follows this one"
         if why:
@@ -174,7 +177,7 @@ class InferStage(BatchStage):
         log.info(
             "%s: head decode and NMS on %s (settings of node '%s')",
             self.name,
-            self.backend.device,  # type: ignore[union-attr]
+            backend.device,
             nms.name,
         )
         return DeviceDecoder(self.family, width, height, self.names, Selection.of(nms.config))
@@ -191,16 +194,16 @@ class InferStage(BatchStage):
                     key="family",
                 )
             return family
-        family = detect_family(output_shape, metadata, width, height)
-        if family is None:
-            hint = model_entry(self.config.model).get("family")
-            if not hint:
-                raise ConfigError(
-                    f"cannot tell the YOLO family from output shape {output_shape}; set family",
-                    key="family",
-                )
-            family = Family(hint)
-        return family
+        detected = detect_family(output_shape, metadata, width, height)
+        if detected is not None:
+            return detected
+        hint = model_entry(self.config.model).get("family")
+        if not hint:
+            raise ConfigError(
+                f"cannot tell the YOLO family from output shape {output_shape}; set family",
+                key="family",
+            )
+        return Family(hint)
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
         for index, frame in enumerate(items):
@@ -211,9 +214,9 @@ class InferStage(BatchStage):
                 )
         if self.backend is None:
             raise PipelineError("the model is not loaded (the node was closed)")
-        batch = as_batch([frame.tensor for frame in items])
-        if self.device_decoder is not None:
-            candidates = self.device_decoder(self.backend.run_on_device(batch))  # type: ignore[attr-defined]
+        batch = as_batch([cast(np.ndarray, frame.tensor) for frame in items])  # checked above
+        if self.device_decoder is not None and self.run_on_device is not None:
+            candidates = self.device_decoder(self.run_on_device(batch))
         else:
             output = self.backend.run(batch)
             if self.head is not None:

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 Placement = Literal["center", "top-left"]
+Color = Literal["bgr", "rgb"]
 
 
 @dataclass(frozen=True)

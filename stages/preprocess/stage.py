@@ -73,19 +73,27 @@ class PreprocessStage(BatchStage):
         # waits for more. The numpy path works frame by frame (in `workers` threads).
         self.max_batch = infer.max_batch if infer and cfg.backend == "opencl" else 1
         self.batch_timeout_s = 0.0
-        if model is None and (
-            cfg.input_size is None or cfg.scale is None or "auto" in (cfg.placement, cfg.color)
-        ):
-            raise ConfigError(
-                "no infer node downstream to take the input conventions from; set "
-                "input_size, placement, color and scale",
-                key="input_size",
+        if model is None:
+            if (
+                cfg.input_size is None
+                or cfg.scale is None
+                or cfg.placement == "auto"
+                or cfg.color == "auto"
+            ):
+                raise ConfigError(
+                    "no infer node downstream to take the input conventions from; set "
+                    "input_size, placement, color and scale",
+                    key="input_size",
+                )
+            width, height = cfg.input_size
+            model = ModelInput(
+                width, height, cfg.color, cfg.scale, cfg.placement, np.dtype(np.float32)
             )
-        self.width, self.height = cfg.input_size or (model.width, model.height)  # type: ignore[union-attr]
-        self.placement = model.placement if cfg.placement == "auto" else cfg.placement  # type: ignore[union-attr]
-        self.color = model.color if cfg.color == "auto" else cfg.color  # type: ignore[union-attr]
-        self.scale = cfg.scale if cfg.scale is not None else model.scale  # type: ignore[union-attr]
-        self.dtype = model.dtype if model else np.dtype(np.float32)
+        self.width, self.height = cfg.input_size or (model.width, model.height)
+        self.placement = model.placement if cfg.placement == "auto" else cfg.placement
+        self.color = model.color if cfg.color == "auto" else cfg.color
+        self.scale = cfg.scale if cfg.scale is not None else model.scale
+        self.dtype = np.dtype(model.dtype)
         self.pad_value = cfg.pad_value
         self.mean = np.asarray(cfg.mean, np.float32).reshape(3, 1, 1) if cfg.mean else None
         self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
@@ -108,7 +116,8 @@ class PreprocessStage(BatchStage):
         )
 
     def _open_opencl(self) -> None:
-        from vapipe.stages.preprocess.opencl import OpenCLLetterbox, OpenCLUnavailable, TensorSpec
+        from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, TensorSpec
+        from vapipe.stages.preprocess.opencl import OpenCLLetterbox
 
         cfg = self.config
         conv = TensorSpec(
@@ -117,8 +126,8 @@ class PreprocessStage(BatchStage):
             self.placement,
             self.color == "rgb",
             float(self.scale),
-            tuple(cfg.mean) if cfg.mean else (0.0, 0.0, 0.0),  # type: ignore[arg-type]
-            tuple(cfg.std) if cfg.std else (1.0, 1.0, 1.0),  # type: ignore[arg-type]
+            tuple(cfg.mean) if cfg.mean else (0.0, 0.0, 0.0),
+            tuple(cfg.std) if cfg.std else (1.0, 1.0, 1.0),
             self.pad_value,
             self.dtype,
         )
@@ -136,7 +145,7 @@ class PreprocessStage(BatchStage):
         if cfg.workers > 1:
             log.info("%s: the OpenCL backend overlaps frames itself; workers = 1", self.name)
         self.device_name = "opencl: " + self.opencl.program.describe()
-        self._in_flight: deque[tuple[Frame, Any]] = deque()
+        self._in_flight: deque[tuple[list[Frame], Any]] = deque()
         log.info("%s: OpenCL preprocessing on %s", self.name, self.device_name)
 
     @property
@@ -193,7 +202,7 @@ class PreprocessStage(BatchStage):
     def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """The CHW tensor for one BGR image, and where the image went in it."""
         frame_h, frame_w = image.shape[:2]
-        box = letterbox_for(frame_w, frame_h, self.width, self.height, self.placement)  # type: ignore[arg-type]
+        box = letterbox_for(frame_w, frame_h, self.width, self.height, self.placement)
         canvas = np.full((self.height, self.width, 3), self.pad_value, np.uint8)
         resized = image
         if (box.resized_w, box.resized_h) != (frame_w, frame_h):

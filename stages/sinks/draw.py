@@ -36,14 +36,14 @@ def draw_detections(
     for index in range(len(detections)):
         x1, y1, x2, y2 = (round(float(v)) for v in detections.xyxy[index])
         class_id = int(detections.class_id[index])
-        tracked = detections.track_id is not None and detections.track_id[index] >= 0
-        color = class_color(int(detections.track_id[index]) if tracked else class_id)  # type: ignore[index]
+        track = -1 if detections.track_id is None else int(detections.track_id[index])
+        color = class_color(track if track >= 0 else class_id)
         cv2.rectangle(canvas, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
         if not labels:
             continue
         text = f"{detections.class_name(class_id)} {detections.score[index]:.2f}"
-        if tracked:
-            text = f"#{int(detections.track_id[index])} {text}"  # type: ignore[index]
+        if track >= 0:
+            text = f"#{track} {text}"
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
         top = max(y1 - th - base - 2, 0)
         cv2.rectangle(canvas, (x1, top), (x1 + tw + 4, top + th + base + 2), color, cv2.FILLED)

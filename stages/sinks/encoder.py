@@ -78,9 +78,9 @@ def remux(source: Path, target: Path, first_pts_s: float) -> None:
     ):
         video = reader.streams.video[0]
         stream = writer.add_stream_from_template(video)
-        shift = (video.start_time or 0) - round(first_pts_s / video.time_base)
+        shift = (video.start_time or 0) - round(first_pts_s / (video.time_base or 1))
         for packet in reader.demux(video):
-            if packet.dts is None:  # the demuxer's end-of-stream marker
+            if packet.dts is None or packet.pts is None:  # the demuxer's end-of-stream marker
                 continue
             packet.pts, packet.dts = packet.pts - shift, packet.dts - shift
             packet.stream = stream
@@ -123,27 +123,32 @@ class VideoFile:
         except (av.error.FFmpegError, ValueError) as exc:
             raise ConfigError(f"cannot write {path}: {exc}", key="path") from None
         try:
-            self.stream = self.container.add_stream(encoding.codec, rate=rate)
+            stream = self.container.add_stream(encoding.codec, rate=rate)
         except (av.error.FFmpegError, ValueError) as exc:
             self._abandon()
             raise ConfigError(
                 f"encoder '{encoding.codec}' is not available: {exc}", key="codec"
             ) from None
-        stream = self.stream
+        if not isinstance(stream, av.VideoStream):
+            self._abandon()
+            raise ConfigError(
+                f"encoder '{encoding.codec}' is not a video encoder ({stream.type})", key="codec"
+            )
+        self.stream = stream
         # 4:2:0 needs even sizes: drop an odd last row or column; pad a 1-pixel picture.
         stream.width, stream.height = max(2, width - width % 2), max(2, height - height % 2)
         stream.pix_fmt = "yuv420p"
         self.time_base = time_base_for(rate)
         stream.time_base = stream.codec_context.time_base = self.time_base
         stream.codec_context.gop_size = max(1, round(float(rate) * encoding.keyframe_s))
-        options = {}
+        codec_options: dict[str, object] = {}
         if encoding.preset and encoding.codec in ("libx264", "libx265"):
-            options["preset"] = encoding.preset
+            codec_options["preset"] = encoding.preset
         if encoding.bitrate:
             stream.bit_rate = encoding.bitrate
         elif encoding.crf is not None and encoding.codec in ("libx264", "libx265"):
-            options["crf"] = str(encoding.crf)
-        stream.options = options
+            codec_options["crf"] = str(encoding.crf)
+        stream.options = codec_options
 
     def write(self, image: np.ndarray, pts_s: float) -> None:
         height, width = self.stream.height, self.stream.width

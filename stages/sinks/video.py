@@ -14,6 +14,7 @@ from typing import Any
 import av
 import cv2
 import numpy as np
+from av.video.codeccontext import VideoCodecContext
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
@@ -125,6 +126,10 @@ class VideoSink(PathSink):
                 "'run-pipeline doctor' lists the hardware ones found here",
                 key="codec",
             ) from None
+        if not isinstance(codec, VideoCodecContext):
+            raise ConfigError(
+                f"encoder '{self.config.codec}' is not a video encoder ({codec.type})", key="codec"
+            )
         codec.width, codec.height, codec.pix_fmt = 64, 64, "yuv420p"
         codec.time_base = Fraction(1, 25)
         try:

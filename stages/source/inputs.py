@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from vapipe.pipeline.assets import local_media, resolve_media
+from vapipe.pipeline.outputs import Names
+from vapipe.stages.source.images import IMAGE_SUFFIXES, image_paths
+
+if TYPE_CHECKING:
+    from vapipe.stages.source.config import SourceConfig
 
 LIVE_SCHEMES = (
     "rtsp://",
@@ -95,3 +103,51 @@ def input_spec(
     if uri.lower().startswith(HTTP_SCHEMES):
         return InputSpec(uri, None, dict(extra or {}), (open_timeout_s, read_timeout_s), "url")
     return InputSpec(uri, None, dict(extra or {}), None, "file")
+
+
+def files_read(uri: str) -> list[str | Names]:
+    """The local files a source of ``uri`` reads (none for cameras and URLs)."""
+    local = local_media(uri)
+    if local is None or is_network(local) or local.lower().startswith(HTTP_SCHEMES):
+        return []
+    if webcam_device(local) is not None:
+        return []
+    images = image_paths(local)
+    if images is None:
+        return [local]
+    # A folder is read whole at each run: a picture written into it is read next time.
+    folder = (
+        [
+            Names(os.path.join(local, ""), suffix, many=True)
+            for ending in IMAGE_SUFFIXES
+            for suffix in (ending, ending.upper())
+        ]
+        if os.path.isdir(local)
+        else []
+    )
+    return [*images, *folder]
+
+
+def is_live(config: SourceConfig) -> bool:
+    """Whether the source is a live stream: reconnected when lost, its queues leaky."""
+    if config.live is not None:
+        return config.live
+    uri = config.uri.lower()
+    playlist = uri.startswith(HTTP_SCHEMES) and uri.split("?")[0].endswith((".m3u8", ".mpd"))
+    return config.realtime or is_network(uri) or playlist or webcam_device(uri) is not None
+
+
+def spec_of(config: SourceConfig) -> InputSpec:
+    """How the source's own input is opened."""
+    return input_spec(
+        resolve_media(config.uri),
+        transport=config.transport,
+        open_timeout_s=config.open_timeout_s,
+        read_timeout_s=config.read_timeout_s,
+        low_latency=config.low_latency,
+        width=config.width,
+        height=config.height,
+        fps=config.fps,
+        pixel_format=config.pixel_format,
+        extra=config.options,
+    )

@@ -13,12 +13,11 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from fractions import Fraction
 from typing import Any
 
 import av
 
-from vapipe.pipeline.assets import SAMPLE_SCHEME, local_media, manifest_entries, resolve_media
+from vapipe.pipeline.assets import SAMPLE_SCHEME, Kind, manifest_entries
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
 from vapipe.pipeline.outputs import Names
@@ -27,20 +26,20 @@ from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
-from vapipe.stages.source.images import IMAGE_SUFFIXES, image_paths
-from vapipe.stages.source.inputs import (
-    HTTP_SCHEMES,
-    InputSpec,
-    input_spec,
-    is_network,
-    webcam_device,
+from vapipe.stages.source.images import image_paths
+from vapipe.stages.source.inputs import files_read, input_spec, is_live, spec_of
+from vapipe.stages.source.opening import (
+    NETWORK_ERRORS,
+    Connector,
+    call_or_stop,
+    decoder_share,
+    plain_i420,
+    upright,
 )
-from vapipe.stages.source.opening import call_or_stop, plain_i420, upright
 from vapipe.stages.source.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
-NETWORK_ERRORS = (av.error.FFmpegError, OSError, TimeoutError)
 DEFAULT_INTERVAL_S = 0.04  # one frame of a stream that does not say its rate
 
 
@@ -65,26 +64,22 @@ class VideoSource(SourceStage):
         self._seq = 0
         self._resume: tuple[int, float | None, float | None] | None = None
         self.timeline = Timeline(live=False, interval=DEFAULT_INTERVAL_S)
-        self.hwaccel_failed = False
         self.decode_threads = 0
         self.send_yuv = False
         self.yuv_frames = 0
         self._skip_until = 0
+        self._images: list[str] | None = None
 
     @classmethod
-    def is_live(cls, config: SourceConfig) -> bool:  # type: ignore[override]
-        if config.live is not None:
-            return config.live
-        uri = config.uri.lower()
-        playlist = uri.startswith(HTTP_SCHEMES) and uri.split("?")[0].endswith((".m3u8", ".mpd"))
-        return config.realtime or is_network(uri) or playlist or webcam_device(uri) is not None
+    def is_live(cls, config: SourceConfig) -> bool:
+        return is_live(config)
 
     @classmethod
-    def source_id_of(cls, name: str, config: SourceConfig) -> str:  # type: ignore[override]
+    def source_id_of(cls, name: str, config: SourceConfig) -> str:
         return config.source_id or name
 
     @classmethod
-    def assets_needed(cls, config: SourceConfig) -> list[tuple[str, str]]:  # type: ignore[override]
+    def assets_needed(cls, config: SourceConfig) -> list[tuple[Kind, str]]:
         if config.uri.startswith(SAMPLE_SCHEME):
             name = config.uri[len(SAMPLE_SCHEME) :]
             if name in manifest_entries("media"):
@@ -92,26 +87,8 @@ class VideoSource(SourceStage):
         return []
 
     @classmethod
-    def files_read(cls, config: SourceConfig) -> list[str | Names]:  # type: ignore[override]
-        local = local_media(config.uri)
-        if local is None or is_network(local) or local.lower().startswith(HTTP_SCHEMES):
-            return []
-        if webcam_device(local) is not None:
-            return []
-        images = image_paths(local)
-        if images is None:
-            return [local]
-        # A folder is read whole at each run: a picture written into it is read next time.
-        folder = (
-            [
-                Names(os.path.join(local, ""), suffix, many=True)
-                for ending in IMAGE_SUFFIXES
-                for suffix in (ending, ending.upper())
-            ]
-            if os.path.isdir(local)
-            else []
-        )
-        return [*images, *folder]
+    def files_read(cls, config: SourceConfig) -> list[str | Names]:
+        return files_read(config.uri)
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
@@ -119,8 +96,9 @@ class VideoSource(SourceStage):
         self.send_yuv = any(getattr(stage, "accepts_yuv420", False) for stage in context.downstream)
         self.source_id = cfg.source_id or self.name
         self.live = self.is_live(cfg)
-        self.spec = self._spec()
+        self.spec = spec_of(cfg)
         self.display_uri = mask_credentials(self.spec.file)
+        self.connector = Connector(self.name, self.source_id, cfg, self.live, self.decode_threads)
         self._images = image_paths(self.spec.file)
         if self._images is not None:
             if not self._images:
@@ -141,91 +119,14 @@ class VideoSource(SourceStage):
             # --max-frames on RTSP). Errors reach the user through the exceptions instead.
             self._session = None
 
-    def _spec(self) -> InputSpec:
-        cfg = self.config
-        return input_spec(
-            resolve_media(cfg.uri),
-            transport=cfg.transport,
-            open_timeout_s=cfg.open_timeout_s,
-            read_timeout_s=cfg.read_timeout_s,
-            low_latency=cfg.low_latency,
-            width=cfg.width,
-            height=cfg.height,
-            fps=cfg.fps,
-            pixel_format=cfg.pixel_format,
-            extra=cfg.options,
-        )
-
-    def _open_container(self) -> Any:
-        """``av.open``, decoding on the configured hardware device while it opens."""
-        kwargs = self.spec.open_kwargs()
-        cfg = self.config
-        if cfg.hwaccel and not self.hwaccel_failed:
-            from av.codec.hwaccel import HWAccel
-
-            try:
-                accel = HWAccel(cfg.hwaccel, cfg.hwaccel_device, allow_software_fallback=True)
-                return av.open(self.spec.file, **kwargs, hwaccel=accel)
-            except (av.error.FFmpegError, OSError, ValueError) as exc:
-                self.hwaccel_failed = True
-                log.warning(
-                    "%s: hwaccel %s cannot be used here (%s); decoding in software",
-                    self.name,
-                    cfg.hwaccel,
-                    getattr(exc, "strerror", None) or exc,
-                )
-        return av.open(self.spec.file, **kwargs)
-
     def _connect(self) -> tuple[Any, Any]:
         """Open the input; returns (container, video stream) and sets ``stream_info``."""
-        try:
-            container = self._open_container()
-        except NETWORK_ERRORS as exc:
-            # FFmpeg's message repeats the URL; its strerror alone says what went wrong.
-            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise PipelineError(
-                f"cannot open {self.display_uri}: {mask_credentials(reason)}"
-            ) from None
-        if not container.streams.video:
-            container.close()
-            raise PipelineError(f"{self.display_uri} has no video stream")
-        video = container.streams.video[0]
-        if video.codec_context is None:  # FFmpeg knows the container, not the codec
-            container.close()
-            raise PipelineError(
-                f"{self.display_uri}: its video codec cannot be decoded here "
-                "(no decoder for it in this FFmpeg); convert it, e.g. to H.264"
-            )
-        video.thread_type = "AUTO"
-        video.thread_count = self.decode_threads
-        still = self.spec.file.lower().endswith(IMAGE_SUFFIXES)
-        rate = video.average_rate or video.guessed_rate
-        if self.spec.kind == "webcam" and self.config.fps:
-            rate = Fraction(self.config.fps).limit_denominator(1001)
-        count = 1 if still else (video.frames or None)
-        self.stream_info = StreamInfo(
-            source_id=self.source_id,
-            uri=self.display_uri,
-            width=video.codec_context.width,
-            height=video.codec_context.height,
-            rate=Fraction(rate) if rate else None,
-            frame_count=None if (self.live or self.config.loop) else count,
-            live=self.live,
-        )
-        log.info(
-            "%s: %s %dx%d %s fps%s",
-            self.name,
-            self.display_uri,
-            self.stream_info.width,
-            self.stream_info.height,
-            f"{float(rate):.3f}" if rate else "?",
-            f", {count} frames" if count and not self.live else "",
-        )
+        container, video, self.stream_info = self.connector.open(self.spec, self.display_uri)
         return container, video
 
     def total_frames(self) -> int | None:
-        if getattr(self, "_images", None) is not None:
-            return len(self._images)  # type: ignore[arg-type]
+        if self._images is not None:
+            return len(self._images)
         return self.stream_info.frame_count if self.stream_info else None
 
     # -- reading ------------------------------------------------------------------------
@@ -433,15 +334,18 @@ class VideoSource(SourceStage):
         if self.send_yuv and plain_i420(picture, self.config.auto_rotate):
             yuv = picture.to_ndarray(format="yuv420p")
             self.yuv_frames += 1
+        if self.stream_info is None:
+            raise PipelineError(f"{self.display_uri}: a frame came before its stream opened")
         frame = Frame(
             source_id=self.source_id,
             seq=self._seq,
             pts=pts,
             capture_time=time.time(),
-            image=None if yuv is not None else upright(picture, self.config.auto_rotate),
+            # None: made from ``yuv`` when first read (Frame.image is a property over it).
+            image=None if yuv is not None else upright(picture, self.config.auto_rotate),  # type: ignore[arg-type]
             stream=self.stream_info,
             yuv=yuv,
-        )  # type: ignore[arg-type]
+        )
         self._seq += 1
         return frame
 
@@ -472,24 +376,10 @@ class VideoSource(SourceStage):
             "decode_errors": self.decode_errors,
             "decoder": (
                 f"hwaccel {self.config.hwaccel}"
-                if self.config.hwaccel and not self.hwaccel_failed
+                if self.config.hwaccel and not self.connector.hwaccel_failed
                 else "software"
             ),
             "decode_threads": self.decode_threads or "auto",
             "frames_as_yuv420": self.yuv_frames if self.send_yuv else None,
             "clock_restarts": self.timeline.discontinuities,
         }
-
-
-def decoder_share(sources: int) -> int:
-    """Decoder threads for one of ``sources`` streams sharing this machine (0 = FFmpeg's own
-    choice, one per core, for a single stream). Each frame thread holds a picture of its own:
-    measured on 16 cores with 16 x 1080p, FFmpeg's choice took 99 MB per stream and decoded
-    1,204 fps; 4 threads 54 MB and 1,348 fps. One thread decoded fastest alone (1,546 fps,
-    34 MB) but slowed the whole pipeline (649 against 1,095 fps in 8 shards): a stream's
-    decoder can then not use the cores other stages leave idle. So at least 4."""
-    if sources <= 1:
-        return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
-    return min(cores, max(4, cores // sources))

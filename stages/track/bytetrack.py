@@ -85,15 +85,15 @@ class ByteTracker:
         det_rows = np.concatenate(matched_dets)
         self._correct(rows, dets.xyxy[det_rows], time_s)
         self._vote(rows, det_rows, dets, primary)
-        output = self._output(rows, det_rows, dets)
+        track_id, class_id = self._output(rows, det_rows, dets)
 
         keep = np.ones(len(self), bool)
         keep[dropped] = False
         keep &= ~((self.state == LOST) & (time_s - self.last_seen > p.lost_s))
         self._select(keep)
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
-        output.track_id[born] = self._start(dets[born], time_s)  # type: ignore[index]
-        return output
+        track_id[born] = self._start(dets[born], time_s)
+        return dets.replace(track_id=track_id, class_id=class_id)
 
     def _associate(
         self,
@@ -152,15 +152,17 @@ class ByteTracker:
             grown[:, : self.votes.shape[1]] = self.votes
             self.votes = grown
 
-    def _output(self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections) -> Detections:
-        """``dets`` with the id of the confirmed track each belongs to (-1 for the others) and,
-        on tracked ones, the track's voted class in place of the detection's own."""
+    def _output(
+        self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For ``dets``: the id of the confirmed track each belongs to (-1 for the others),
+        and the class, the track's voted one on tracked detections."""
         track_id = np.full(len(dets), -1, np.int64)
         class_id = dets.class_id.copy()
         confirmed = self.ids[rows] > 0
         track_id[det_rows[confirmed]] = self.ids[rows][confirmed]
         class_id[det_rows[confirmed]] = self.class_id[rows][confirmed]
-        return dets.replace(track_id=track_id, class_id=class_id)
+        return track_id, class_id
 
     def _start(self, dets: Detections, time_s: float) -> np.ndarray:
         """New tracks for ``dets``; returns their ids (-1 while not confirmed)."""

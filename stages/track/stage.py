@@ -41,7 +41,7 @@ class TrackStage(Stage):
         image = frame.image if self.reads_pixels else None
         tracked = tracker.update(frame.detections, frame.pts, image)
         if self.config.untracked == "drop":
-            tracked = tracked[tracked.track_id >= 0]  # type: ignore[operator]
+            tracked = tracked[tracked.tracked()]
         frame.detections = tracked
         return (frame,)
 

@@ -79,6 +79,11 @@ def no_frame_written(folder: Path) -> bool:
             "node 'video' key 'codec': encoder 'nonesuch' is not in this FFmpeg",
             id="unknown-encoder",
         ),
+        pytest.param(
+            FILE_CONFIG, ["video.codec=aac"],
+            "node 'video' key 'codec': encoder 'aac' is not a video encoder (audio)",
+            id="audio-encoder",
+        ),
     ],
 )  # fmt: skip
 def test_config_mistakes_are_one_line_and_exit_2_before_any_frame(

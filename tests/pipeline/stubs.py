@@ -49,6 +49,16 @@ class CountingSource(SourceStage):
         self._stop.set()
 
 
+@register("test-list")
+class ListSource(SourceStage):
+    """A plug-in's source may give any iterable, not only a generator."""
+
+    Config = CountingSourceConfig
+
+    def frames(self) -> Iterator[Item]:
+        return iter([Item(self.name, seq) for seq in range(self.config.count)])
+
+
 class CollectConfig(ParallelConfig):
     delay_s: float = 0.0
     fail_at: int | None = None

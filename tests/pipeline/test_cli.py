@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import onnxruntime as ort
+import pyopencl as cl
 import pytest
 
 from vapipe.pipeline import registry
 from vapipe.pipeline.cli import main
 from vapipe.pipeline.reference import keys
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.preprocess.opencl import list_devices
+from vapipe.stages.preprocess.cl_kernel import list_devices
 
 
 def test_doctor_reports_providers_opencl_and_codecs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -21,6 +22,8 @@ def test_doctor_reports_providers_opencl_and_codecs(capsys: pytest.CaptureFixtur
     devices = list_devices()
     for platform, device in devices:
         assert device.name.strip() in out, f"{platform} / {device.name} not reported"
+        kind = "CPU" if device.type & cl.device_type.CPU else "GPU"
+        assert f"{device.name.strip()} [{kind}]" in out, "device kind misnamed"
     if not devices:
         assert "no platforms or devices" in out or "unavailable" in out
     assert "PyAV" in out and "libavcodec" in out and "hardware decoders built in:" in out

@@ -10,7 +10,8 @@ import pytest
 
 from tests.pipeline.stubs import Batcher, Collect
 from vapipe.pipeline import config, graph
-from vapipe.pipeline.runner import Runner, RunResult
+from vapipe.pipeline.outcome import RunResult
+from vapipe.pipeline.runner import Runner
 
 
 class Ran:
@@ -60,6 +61,19 @@ type = "test-collect"
     sink = result.collect("sink")
     assert result.seqs("sink") == list(range(10)), "held items were not flushed"
     assert sink.flushed and sink.closed
+
+
+def test_a_source_may_give_a_plain_iterator() -> None:
+    result = run("""\
+links = ["src ! sink"]
+[nodes.src]
+type = "test-list"
+count = 5
+[nodes.sink]
+type = "test-collect"
+""")
+    assert result.exit_code == 0, result.error
+    assert result.seqs("sink") == list(range(5))
 
 
 def test_failing_stage_stops_run_with_exit_1_and_downstream_closes() -> None:

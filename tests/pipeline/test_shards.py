@@ -7,7 +7,8 @@ import pytest
 from vapipe.pipeline.config import parse
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.shard import restart_path, subset
-from vapipe.pipeline.shards import _add_queue, _add_stage, partition, shard_count
+from vapipe.pipeline.shard_stats import add_queue, add_stage
+from vapipe.pipeline.shards import partition, shard_count
 
 CONFIG = """\
 links = ["a ! pre", "b ! pre", "c ! pre ! det ! nms ! video", "nms ! events"]
@@ -97,18 +98,18 @@ def test_shards_can_be_set_from_the_command_line() -> None:
 
 def test_stage_stats_add_up_over_shards() -> None:
     total: dict = {}
-    _add_stage(total, {"type": "infer", "frames": 100, "calls": 10, "fps": 50.0,
+    add_stage(total, {"type": "infer", "frames": 100, "calls": 10, "fps": 50.0,
                        "mean_ms": 2.0, "p95_ms": 3.0, "provider": "CPU"})  # fmt: skip
-    _add_stage(total, {"type": "infer", "frames": 300, "calls": 30, "fps": 70.0,
+    add_stage(total, {"type": "infer", "frames": 300, "calls": 30, "fps": 70.0,
                        "mean_ms": 4.0, "p95_ms": 9.0, "provider": "CPU"})  # fmt: skip
     assert total["frames"] == 400 and total["calls"] == 40
     assert total["fps"] == 120.0  # side by side
     assert total["mean_ms"] == pytest.approx(3.5)  # weighted by frames
     assert total["p95_ms"] == 9.0 and total["provider"] == "CPU"
     queue: dict = {}
-    _add_queue(queue, {"dst": "det", "high_water": 2, "dropped": 1,
+    add_queue(queue, {"dst": "det", "high_water": 2, "dropped": 1,
                        "dropped_by_source": {"a": 1}})  # fmt: skip
-    _add_queue(queue, {"dst": "det", "high_water": 5, "dropped": 2,
+    add_queue(queue, {"dst": "det", "high_water": 5, "dropped": 2,
                        "dropped_by_source": {"a": 1, "b": 1}})  # fmt: skip
     assert queue["high_water"] == 5 and queue["dropped"] == 3
     assert queue["dropped_by_source"] == {"a": 2, "b": 1}

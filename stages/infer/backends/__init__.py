@@ -30,8 +30,11 @@ class Backend(Protocol):
     info: ModelInfo
     device: str
     """What actually runs the model, e.g. ``CUDAExecutionProvider`` or ``torch:cuda:0``."""
-    batch_sizes: tuple[int, ...] | None
-    """Batch sizes the backend was compiled for (fixed-shape providers); None = any."""
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...] | None:
+        """Batch sizes the backend was compiled for (fixed-shape providers); None = any."""
+        ...
 
     def run(self, batch: np.ndarray) -> np.ndarray:
         """The model's first output for a batch."""

@@ -9,8 +9,12 @@ left alone. The result is then checked once against the original on random input
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from onnx import GraphProto
 
 
 @dataclass(frozen=True)
@@ -65,11 +69,11 @@ def make_batch_dynamic(path: str) -> Rewrite:
     return Rewrite(model.SerializeToString(), "ok", rewritten)
 
 
-def _reachable_from(graph: object, start: str) -> set[str]:
+def _reachable_from(graph: GraphProto, start: str) -> set[str]:
     """Tensor names computed from ``start``."""
     reached = {start}
     changed = True
-    nodes = list(graph.node)  # type: ignore[attr-defined]
+    nodes = list(graph.node)
     while changed:
         changed = False
         for node in nodes:
@@ -80,8 +84,8 @@ def _reachable_from(graph: object, start: str) -> set[str]:
 
 
 def outputs_agree(
-    original: object,
-    dynamic: object,
+    original: Any,
+    dynamic: Any,
     input_name: str,
     shape: tuple[int, ...],
     dtype: np.dtype,
@@ -92,10 +96,10 @@ def outputs_agree(
     must match ``original`` image by image. Returns (agree, worst relative difference)."""
     rng = np.random.default_rng(seed)
     images = (rng.random((batch, *shape[1:])) * (255 if dtype != np.float16 else 1)).astype(dtype)
-    batched = dynamic.run(None, {input_name: images})  # type: ignore[attr-defined]
+    batched = dynamic.run(None, {input_name: images})
     worst = 0.0
     for index in range(batch):
-        single = original.run(None, {input_name: images[index : index + 1]})  # type: ignore[attr-defined]
+        single = original.run(None, {input_name: images[index : index + 1]})
         for expected, got in zip(single, batched, strict=True):
             if got.shape[0] != batch or got.shape[1:] != expected.shape[1:]:
                 return False, float("inf")

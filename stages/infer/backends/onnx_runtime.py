@@ -75,7 +75,8 @@ class OnnxBackend:
         first = probe.get_inputs()[0]
         fixed_batch = first.shape[0] if isinstance(first.shape[0], int) else None
         # The model to run, and a CPU session of it (reused when the CPU is all there is).
-        model, on_cpu = path, probe
+        model: str | bytes = path
+        on_cpu = probe
         if fixed_batch == 1 and max_batch > 1:
             model, on_cpu = self._dynamic_model(path, probe)
         elif fixed_batch is None:
@@ -126,7 +127,7 @@ class OnnxBackend:
             return model
         self.head = layout
         log.info("%s: head decode appended to the model (%s)", self.name, layout.family.value)
-        return append_decode(proto, layout).SerializeToString()  # type: ignore[attr-defined]
+        return append_decode(proto, layout).SerializeToString()
 
     def _providers(self, config: OnnxRuntimeConfig) -> tuple[list[str], list[dict[str, Any]]]:
         """The providers to try, in order, with their options; unavailable ones are logged."""

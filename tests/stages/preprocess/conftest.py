@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vapipe.stages.preprocess.opencl import OpenCLUnavailable, select_device
+from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, select_device
 
 
 @pytest.fixture(scope="module")

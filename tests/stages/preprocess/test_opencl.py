@@ -14,11 +14,8 @@ from vapipe.pipeline.stage import StageContext
 from vapipe.stages.infer.heads import decode
 from vapipe.stages.infer.stage import InferConfig, InferStage
 from vapipe.stages.nms import NmsConfig, NmsStage
-from vapipe.stages.preprocess.opencl import (
-    LetterboxProgram,
-    OpenCLLetterbox,
-    TensorSpec,
-)
+from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox
 from vapipe.stages.preprocess.resize_tables import resize_reference
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 

@@ -14,7 +14,8 @@ from tests.conftest import asset
 from tests.stages.preprocess.test_opencl import numpy_stage
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.preprocess.opencl import OpenCLLetterbox, TensorSpec
+from vapipe.stages.preprocess.cl_kernel import TensorSpec
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 from vapipe.stages.source.opening import plain_i420
 from vapipe.stages.source.stage import SourceConfig, VideoSource

@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from vapipe.pipeline.frame import StreamInfo
 from vapipe.pipeline.logs import MaskingFormatter
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff, ReconnectConfig
@@ -175,7 +176,9 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
 
     source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=0.3))
     source._seq, source.live = 0, True
-    source.stream_info, source.source_id = None, "cam"
+    source.source_id, source.display_uri = "cam", "rtsp://cam/x"
+    # As _connect leaves it: frames come only from a stream that opened.
+    source.stream_info = StreamInfo("cam", "rtsp://cam/x", 2, 2, None, None, True)
     source.spec = input_spec("rtsp://cam/x")
     audio_only = AudioOnly()
     with pytest.raises(StreamStalled, match=r"no frame for 0\.3"):

@@ -1,0 +1,52 @@
+"""One stage while a graph runs: its inbox, output links, metrics and worker bookkeeping,
+and the hand-over of its outputs in input order."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vapipe.pipeline.metrics import StageMetrics
+from vapipe.pipeline.queues import Inbox, LinkQueue
+from vapipe.pipeline.stage import Stage
+
+
+@dataclass
+class Node:
+    """Runtime state of one stage: its inbox, output links, metrics and worker bookkeeping."""
+
+    stage: Stage
+    inbox: Inbox | None
+    metrics: StageMetrics
+    outputs: list[LinkQueue] = field(default_factory=list)
+    threads: list[threading.Thread] = field(default_factory=list)
+    workers: int = 1
+    live_workers: int = 0
+    open_s: float | None = None
+    next_ticket: int = 0
+    next_emit: int = 0
+    pending: dict[int, list[Any]] = field(default_factory=dict)
+    get_lock: threading.Lock = field(default_factory=threading.Lock)
+    emit_lock: threading.Lock = field(default_factory=threading.Lock)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    def emit(self, ticket: int, outputs: list[Any]) -> None:
+        """Pass outputs on in input order (by ``ticket``), whichever worker finished first."""
+        if self.workers == 1:
+            self.push_all(outputs)
+            return
+        with self.emit_lock:
+            self.pending[ticket] = outputs
+            while self.next_emit in self.pending:
+                self.push_all(self.pending.pop(self.next_emit))
+                self.next_emit += 1
+
+    def push_all(self, outputs: Iterable[Any]) -> None:
+        for output in outputs:
+            self.push(output)
+
+    def push(self, item: Any) -> None:
+        for link in self.outputs:
+            link.put(item)

@@ -1,0 +1,47 @@
+"""Rules the code keeps so that people and tools can read it: small modules, a type checker
+set up for pipeline/ and stages/, and no silenced type error without its reason."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("vapipe", "pipeline", "stages", "models")
+MOST_LINES = 400
+
+
+def modules() -> list[Path]:
+    return sorted(path for folder in PACKAGES for path in (REPO / folder).rglob("*.py"))
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(REPO)): count
+        for path in modules()
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MOST_LINES
+    }
+    assert not long, f"split these by concern: {long}"
+
+
+def test_every_type_ignore_names_its_code_and_reason() -> None:
+    bare = []
+    for path in modules():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if "type: ignore" not in line:
+                continue
+            coded = re.search(r"type: ignore\[[a-z-]+(,[a-z-]+)*\]", line)
+            above = lines[number - 1].strip() if number else ""
+            if not coded or not above.startswith("#"):
+                bare.append(f"{path.relative_to(REPO)}:{number + 1}")
+    assert not bare, f"type: ignore without a code, or without a comment above: {bare}"
+
+
+def test_mypy_checks_pipeline_and_stages() -> None:
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert {"vapipe.pipeline", "vapipe.stages"} <= set(settings["packages"])
+    assert settings.get("warn_unused_ignores") is True
+    for command in (REPO / "README.md", REPO / ".ci" / "run"):
+        assert "&& .venv/bin/mypy &&" in command.read_text(encoding="utf-8"), command
