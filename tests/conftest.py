@@ -31,30 +31,37 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _unlinked_files() -> list[str]:
-    """Files of the checkout's packages that a strict editable install has not linked: such an
-    install (the README's) links each file once, so a module added since is not importable."""
+def link_tree() -> Path | None:
+    """The link tree of a strict editable install of this checkout (the README's), or None
+    (a wheel, or pip's import hook: nothing there can go stale)."""
     import importlib.util
-    import tomllib
 
     # Not vapipe itself: from the checkout's root, `import vapipe` finds its folder first.
     spec = importlib.util.find_spec("vapipe.pipeline")
     init = Path(spec.origin if spec and spec.origin else "")
     if not init.is_symlink() or init.resolve() != REPO / "pipeline" / "__init__.py":
-        return []  # a wheel, or pip's import hook: nothing to go stale
-    tree = init.parent.parent.parent
-    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+        return None
+    return init.parent.parent.parent
+
+
+def unlinked_files(repo: Path, tree: Path) -> list[str]:
+    """Modules of the checkout's packages that a strict editable install has not linked: it
+    links each file once, so a module added since is not importable."""
+    import tomllib
+
+    project = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
     missing = []
     for package, folder in project["tool"]["setuptools"]["package-dir"].items():
-        for source in (REPO / folder).rglob("*.py"):
-            linked = tree / package.replace(".", "/") / source.relative_to(REPO / folder)
+        for source in (repo / folder).rglob("*.py"):
+            linked = tree / package.replace(".", "/") / source.relative_to(repo / folder)
             if not linked.exists():
-                missing.append(str(source.relative_to(REPO)))
+                missing.append(str(source.relative_to(repo)))
     return sorted(missing)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    missing = _unlinked_files()
+    tree = link_tree()
+    missing = unlinked_files(REPO, tree) if tree else []
     if missing:
         pytest.exit(
             f"the editable install does not hold {', '.join(missing[:5])}: run the README's "

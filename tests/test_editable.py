@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import unlinked_files
 from tests.test_packaging import REPO, tracked_copy
 
 jedi = pytest.importorskip("jedi")
@@ -121,3 +122,15 @@ def test_go_to_definition_opens_the_file_in_the_checkout(fresh_install, module, 
     assert found.type in {"class", "function"} and found.name == name
     line = where.read_text(encoding="utf-8").splitlines()[found.line - 1]
     assert re.match(rf"(class|def) {name}\b", line), line
+
+
+def test_a_module_added_after_the_install_is_named(fresh_install) -> None:
+    clone, _ = fresh_install
+    (tree,) = (clone / "build").glob("__editable__.vapipe-*")
+    assert unlinked_files(clone, tree) == []
+    added = clone / "stages" / "track" / "added_later.py"
+    added.write_text("")
+    try:
+        assert unlinked_files(clone, tree) == ["stages/track/added_later.py"]
+    finally:
+        added.unlink()
