@@ -27,6 +27,7 @@ from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.urls import mask_credentials
 
 if TYPE_CHECKING:
+    from vapipe.pipeline.graph import Graph
     from vapipe.pipeline.shards import ShardRunner
 
 log = logging.getLogger("pipeline")
@@ -39,11 +40,24 @@ def run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="run-pipeline",
         description="Run a video analytics pipeline declared in TOML (see configs/). "
-        "Other commands: 'run-pipeline fetch NAME...' downloads models and sample clips; "
+        "Other commands: 'run-pipeline serve CONFIG' runs it as a service (streams added "
+        "and removed over HTTP, live previews, metrics); 'run-pipeline fetch NAME...' "
+        "downloads models and sample clips; "
         "'run-pipeline stages' lists stage types and their keys; 'run-pipeline doctor' shows "
         "the execution providers, OpenCL devices and hardware codecs found here.",
         epilog="exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted",
     )
+    add_graph_options(parser)
+    parser.add_argument(
+        "--max-frames", type=int, metavar="N", help="stop each source after N frames"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
+    parser.add_argument("--version", action="version", version=f"vapipe {__version__}")
+    return parser
+
+
+def add_graph_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``run-pipeline CONFIG`` and ``run-pipeline serve CONFIG`` share."""
     parser.add_argument("config", help="pipeline file, e.g. configs/file.toml")
     parser.add_argument(
         "--set",
@@ -52,10 +66,8 @@ def run_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NODE.KEY=VALUE",
         help="override a node key with a TOML value (det.max_batch=8, "
-        "cam.uri=video.mp4; pipeline.shards=2 for the [pipeline] table); repeatable",
-    )
-    parser.add_argument(
-        "--max-frames", type=int, metavar="N", help="stop each source after N frames"
+        "cam.uri=video.mp4; pipeline.shards=2 and serve.template=cam for those tables); "
+        "repeatable",
     )
     parser.add_argument(
         "--stats",
@@ -69,15 +81,12 @@ def run_parser() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         help="debug also shows tracebacks (default: info)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
     parser.add_argument(
         "--log-format",
         default="text",
         choices=("text", "json"),
         help="json: one object per log line (time, level, logger, message) for log shippers",
     )
-    parser.add_argument("--version", action="version", version=f"vapipe {__version__}")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "stages": stages_main,
         "doctor": doctor_main,
         "models": models_main,
+        "serve": serve_main,
     }
     style = "json" if _asks_json(args) else "text"
     try:
@@ -116,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         )
 
 
+def serve_main(argv: list[str]) -> int:
+    from vapipe.pipeline.serve_cmd import serve_main as serve
+
+    return serve(argv)
+
+
 def _asks_json(args: list[str]) -> bool:
     """``--log-format json`` among the arguments (read before argparse, for early errors)."""
     return "--log-format=json" in args or any(
@@ -137,13 +153,7 @@ def run_main(argv: list[str]) -> int:
         graph = graph_module.build(spec, {args.stats: "--stats"} if args.stats else None)
         if args.stats:
             _check_writable(Path(args.stats))
-        assets.prepare(
-            [
-                assets.Needed(kind, name, node)
-                for node, spec_node in graph.nodes.items()
-                for kind, name in spec_node.stage_cls.assets_needed(spec_node.config)
-            ]
-        )
+        prepare_assets(graph)
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE, args.log_format)
 
@@ -186,6 +196,17 @@ def run_main(argv: list[str]) -> int:
         else:
             print("interrupted: outputs were flushed and closed", file=sys.stderr)
     return result.exit_code
+
+
+def prepare_assets(graph: Graph) -> None:
+    """Every model and sample clip the nodes need, found or fetched before any node opens."""
+    assets.prepare(
+        [
+            assets.Needed(kind, name, node)
+            for node, spec_node in graph.nodes.items()
+            for kind, name in spec_node.stage_cls.assets_needed(spec_node.config)
+        ]
+    )
 
 
 def _summary(stats: dict[str, Any]) -> str:

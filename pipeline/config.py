@@ -22,7 +22,7 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,6 +65,22 @@ class PipelineSettings(BaseModel):
         raise ValueError(f'expected a number of processes (1 to 256) or "auto", got {value!r}')
 
 
+class ServeSettings(BaseModel):
+    """The optional ``[serve]`` table: how ``run-pipeline serve`` adds streams and shows them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    template: str | None = None
+    """The source node a stream added at run time copies (its keys, links and outputs); the
+    stream's ``options`` override keys. Default: the graph's only source."""
+    preview_fps: float = Field(5.0, gt=0, le=30)
+    """Most frames per second a live preview (MJPEG) sends."""
+    preview_width: int = Field(640, ge=64, le=3840)
+    """Width of previews and snapshots, in pixels (the height follows)."""
+    events_buffer: int = Field(1000, ge=1, le=1_000_000)
+    """Events waiting for one live-events client; a slower client loses the oldest."""
+
+
 class QueueSettings(BaseModel):
     """One ``[queues."A ! B"]`` table."""
 
@@ -96,6 +112,7 @@ class ConfigSpec:
     links_line: int | None
     queues: dict[str, QueueSettings]
     text: str
+    serve: ServeSettings = field(default_factory=lambda: ServeSettings())
 
     def error(self, message: str, **where: Any) -> ConfigError:
         line = where.pop("line", None)
@@ -104,7 +121,7 @@ class ConfigSpec:
         return ConfigError(message, file=self.file, line=line, **where)
 
 
-_TOP_LEVEL_KEYS = ("links", "nodes", "pipeline", "queues")
+_TOP_LEVEL_KEYS = ("links", "nodes", "pipeline", "queues", "serve")
 
 
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> ConfigSpec:
@@ -181,9 +198,10 @@ def _parse(text: str, file: str, overrides: Iterable[str]) -> ConfigSpec:
 
     try:
         nodes = {name: _node_spec(name, table, file, text) for name, table in nodes_raw.items()}
+        serve = validate(ServeSettings, raw.get("serve", {}), file, text, table="serve")
     except ConfigError as exc:
         raise blame_override(exc, ordered) from None
-    return ConfigSpec(file, settings, nodes, links, links_line, queues, text)
+    return ConfigSpec(file, settings, nodes, links, links_line, queues, text, serve)
 
 
 def _node_spec(name: str, table: Any, file: str, text: str) -> NodeSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from array import array
@@ -14,6 +15,22 @@ from vapipe.pipeline.queues import LinkQueue
 
 SAMPLES_KEPT = 100_000
 """Per-item timings kept per stage (the newest); enough for stable percentiles on long runs."""
+
+
+BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Histogram bounds (seconds) for processing time and latency, as Prometheus reads them."""
+
+
+@dataclass
+class Histogram:
+    """Counts per bucket of ``BUCKETS_S`` (the last: above them all) and the sum."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
+    total_s: float = 0.0
+
+    def observe(self, seconds: float, times: int = 1) -> None:
+        self.counts[bisect.bisect_left(BUCKETS_S, seconds)] += times
+        self.total_s += seconds * times
 
 
 def _append_bounded(samples: array, values: list[float]) -> None:
@@ -46,6 +63,10 @@ class StageMetrics:
     last_at: float | None = None
     _per_item_s: array = field(default_factory=lambda: array("d"))
     _latency_s: dict[str, array] = field(default_factory=dict)
+    processing: Histogram = field(default_factory=Histogram)
+    """Seconds per item, since the start (``/metrics``)."""
+    latency: dict[str, Histogram] = field(default_factory=dict)
+    """Capture-to-here seconds per source, at the graph's last stages."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, items: int, seconds: float) -> None:
@@ -58,6 +79,7 @@ class StageMetrics:
             self.calls += 1
             if items:
                 _append_bounded(self._per_item_s, [seconds / items] * items)
+                self.processing.observe(seconds / items, items)
 
     def record_latency(self, items: list) -> None:
         """Capture-to-here latency of frames reaching a sink, per source."""
@@ -68,6 +90,7 @@ class StageMetrics:
                 if captured is not None:
                     samples = self._latency_s.setdefault(item.source_id, array("d"))
                     _append_bounded(samples, [now - captured])
+                    self.latency.setdefault(item.source_id, Histogram()).observe(now - captured)
 
     def summary(self) -> dict[str, Any]:
         with self._lock:

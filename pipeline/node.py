@@ -4,16 +4,17 @@ and the hand-over of its outputs in input order."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vapipe.pipeline.frame import Message
 from vapipe.pipeline.metrics import StageMetrics
 from vapipe.pipeline.queues import Inbox, LinkQueue
 from vapipe.pipeline.stage import Stage
 
 
-@dataclass
+@dataclass(eq=False)
 class Node:
     """Runtime state of one stage: its inbox, output links, metrics and worker bookkeeping."""
 
@@ -31,6 +32,15 @@ class Node:
     get_lock: threading.Lock = field(default_factory=threading.Lock)
     emit_lock: threading.Lock = field(default_factory=threading.Lock)
     finished: threading.Event = field(default_factory=threading.Event)
+    transient: bool = False
+    """A source added while the graph runs (a service's stream)."""
+    removing: bool = False
+    error: str | None = None
+    """Why a source that runs on its own (a service's stream) ended, if it failed."""
+    last_seq: int | None = None
+    last_pts: float | None = None
+    on_message: Callable[[Message], None] | None = None
+    """Told of each in-band message this stage has handled (a service waits on these)."""
 
     def emit(self, ticket: int, outputs: list[Any]) -> None:
         """Pass outputs on in input order (by ``ticket``), whichever worker finished first."""

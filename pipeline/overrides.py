@@ -32,11 +32,11 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
     except tomllib.TOMLDecodeError:
         value = value_text
     nodes = raw.setdefault("nodes", {})
-    if parts[0] == "pipeline" and parts[0] not in nodes and len(parts) == 2:
-        settings = raw.setdefault("pipeline", {})
+    if parts[0] in ("pipeline", "serve") and parts[0] not in nodes and len(parts) == 2:
+        settings = raw.setdefault(parts[0], {})
         if not isinstance(settings, dict):
-            raise ConfigError("[pipeline] is not a table", file=file)
-        settings[parts[1]] = value  # pipeline.shards=2: the [pipeline] table
+            raise ConfigError(f"[{parts[0]}] is not a table", file=file)
+        settings[parts[1]] = value  # pipeline.shards=2: the [pipeline] table; so [serve]
         return
     if parts[0] not in nodes:
         known = list(nodes)

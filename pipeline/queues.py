@@ -61,7 +61,9 @@ class QueueStats:
 class LinkQueue:
     """One bounded link from a producer into an inbox."""
 
-    def __init__(self, inbox: Inbox, name: str, size: int, leaky: Leaky) -> None:
+    def __init__(
+        self, inbox: Inbox, name: str, size: int, leaky: Leaky, transient: bool = False
+    ) -> None:
         if size < 1:
             raise ValueError(f"queue {name}: size must be >= 1, got {size}")
         self.name = name
@@ -71,6 +73,8 @@ class LinkQueue:
         self._items: deque[Any] = deque()
         self._not_full = threading.Condition(inbox.lock)
         self.ended = False
+        self.transient = transient
+        """Added while the graph runs (a stream added to a service): dropped once it ends."""
         self.stats = QueueStats(size=size, leaky=self.leaky.value, dropped_by_source=Counter())
 
     def __len__(self) -> int:
@@ -140,12 +144,29 @@ class Inbox:
         self.links: list[LinkQueue] = []
         self.aborted = False
         self.discarding = False
+        self.held = False
+        self.retired: list[LinkQueue] = []
+        """Transient links that ended, kept for the run's queue summary."""
         self._next = 0
 
-    def add_link(self, name: str, size: int, leaky: Leaky | str = Leaky.NO) -> LinkQueue:
-        link = LinkQueue(self, name, size, Leaky(leaky))
-        self.links.append(link)
-        return link
+    def add_link(
+        self, name: str, size: int, leaky: Leaky | str = Leaky.NO, transient: bool = False
+    ) -> LinkQueue:
+        with self.lock:
+            link = LinkQueue(self, name, size, Leaky(leaky), transient)
+            self.links.append(link)
+            return link
+
+    def hold(self) -> None:
+        """Not ended while held, even with every link ended: a service's streams come and go,
+        and the stages behind them wait for the next one."""
+        with self.lock:
+            self.held = True
+
+    def release(self) -> None:
+        with self.lock:
+            self.held = False
+            self.not_empty.notify_all()
 
     def get(self) -> Any:
         """The next item from any link (round-robin), or EOS once every link has ended."""
@@ -197,7 +218,12 @@ class Inbox:
                     continue
                 self._next = (self._next + offset + 1) % count
                 return item
-        if all(link.ended for link in self.links):
+        finished = [link for link in self.links if link.transient and link.ended]
+        if finished:
+            self.links = [link for link in self.links if link not in finished]
+            self.retired = [*self.retired, *finished][-100:]
+            self._next = 0
+        if all(link.ended for link in self.links) and not self.held:
             return EOS
         return None
 

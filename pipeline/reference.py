@@ -92,7 +92,7 @@ def _type_name(annotation: Any) -> str:
 def markdown(types: dict[str, type[Stage]]) -> str:
     """The configuration reference as markdown: ``[pipeline]``, ``[queues]``, then every stage
     type with each key's type, default and meaning (docs/configuration.md)."""
-    from vapipe.pipeline.config import PipelineSettings, QueueSettings
+    from vapipe.pipeline.config import PipelineSettings, QueueSettings, ServeSettings
 
     out = [
         "# Configuration reference",
@@ -114,6 +114,7 @@ def markdown(types: dict[str, type[Stage]]) -> str:
 
     table("`[pipeline]`", PipelineSettings.__doc__ or "", PipelineSettings)
     table('`[queues."a ! b"]`', QueueSettings.__doc__ or "", QueueSettings)
+    table("`[serve]`", ServeSettings.__doc__ or "", ServeSettings)
     for name in sorted(types):
         cls = types[name]
         if name.startswith("test-"):

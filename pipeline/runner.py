@@ -60,10 +60,10 @@ class Runner:
         self._error: PipelineError | None = None
         self._error_lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
+        self._nodes_lock = threading.Lock()
         self._started_at = 0.0
         self._wall_s = 0.0
-        self.ready_at: float | None = None
-        """time.time() when every stage had opened and the threads started."""
+        self.ready_at: float | None = None  # time.time() once every stage opened and started
 
     # -- public -------------------------------------------------------------------------
 
@@ -84,7 +84,7 @@ class Runner:
         if opened is not None:
             return self._result(opened)
         if self.stop_requested.is_set():  # Ctrl-C while the stages opened: do not start
-            for node in self._nodes.values():
+            for node in self.nodes().values():
                 self._close(node)
             return self._result(self._exit_code())
         try:
@@ -103,13 +103,13 @@ class Runner:
         if not self.stop_requested.is_set():
             log.info("stopping: %s", reason)
             self.stop_requested.set()
-            for node in self._nodes.values():
+            for node in self.nodes().values():
                 if isinstance(node.stage, SourceStage):
                     node.stage.stop()
 
     def stats(self) -> dict[str, Any]:
         stages: dict[str, Any] = {}
-        for name, node in self._nodes.items():
+        for name, node in self.nodes().items():
             entry = node.metrics.summary()
             if node.open_s is not None:
                 entry["open_s"] = round(node.open_s, 3)
@@ -120,11 +120,11 @@ class Runner:
             stages[name] = entry
         queues = {
             link.name: queue_summary(link, name)
-            for name, node in self._nodes.items()
+            for name, node in self.nodes().items()
             for link in (node.inbox.links if node.inbox else ())
         }
         wall = self._wall_s or (time.monotonic() - self._started_at)
-        opening = [node.open_s for node in self._nodes.values() if node.open_s is not None]
+        opening = [node.open_s for node in self.nodes().values() if node.open_s is not None]
         return {
             "pipeline": self.graph.spec.settings.name or os.path.basename(self.graph.spec.file),
             "config": self.graph.spec.file,
@@ -134,26 +134,31 @@ class Runner:
             "queues": queues,
         }
 
+    def nodes(self) -> dict[str, Node]:
+        """The running nodes now (a copy: a service adds and removes sources meanwhile)."""
+        with self._nodes_lock:
+            return dict(self._nodes)
+
     @property
     def stages(self) -> dict[str, Stage]:
         """The stage objects by node name, once ``run`` has built them."""
-        return {name: node.stage for name, node in self._nodes.items()}
+        return {name: node.stage for name, node in self.nodes().items()}
 
     def queue_depths(self) -> dict[str, int]:
         """Items waiting in each link queue now (for monitoring and benchmarks)."""
         return {
             link.name: len(link)
-            for node in self._nodes.values()
+            for node in self.nodes().values()
             if node.inbox
             for link in node.inbox.links
         }
 
     def progress(self) -> tuple[int, int | None]:
         """(frames out of the last stages, frames expected or None)."""
-        sinks = [n for name, n in self._nodes.items() if not self.graph.successors(name)]
+        sinks = [n for name, n in self.nodes().items() if not self.graph.successors(name)]
         done = min((n.metrics.items for n in sinks), default=0)
         totals = []
-        for node in self._nodes.values():
+        for node in self.nodes().values():
             if isinstance(node.stage, SourceStage):
                 total = node.stage.total_frames()
                 if total is None and self.max_frames is None:
@@ -220,10 +225,10 @@ class Runner:
                     name=f"{name}" + (f"-{index}" if count > 1 else ""),
                 )
                 node.threads.append(thread)
-        for node in self._nodes.values():
+        for node in self.nodes().values():
             for thread in node.threads:
                 thread.start()
-        log.debug("started %d stage threads", sum(len(n.threads) for n in self._nodes.values()))
+        log.debug("started %d stage threads", sum(len(n.threads) for n in self.nodes().values()))
 
     # -- stage threads ------------------------------------------------------------------
 
@@ -241,6 +246,8 @@ class Runner:
                 node.push(item)
                 if isinstance(item, Message):
                     continue
+                node.last_seq = getattr(item, "seq", None)
+                node.last_pts = getattr(item, "pts", None)
                 node.metrics.record(1, time.perf_counter() - started)
                 count += 1
                 # By frame number, not frames seen here: a source resumed after a shard
@@ -255,9 +262,13 @@ class Runner:
         except Aborted:
             pass
         except Exception as exc:
-            self._record_error(stage.name, exc, item)
+            self._source_failed(node, exc, item)
         finally:
             self._finish(node)
+
+    def _source_failed(self, node: Node, exc: Exception, item: Any) -> None:
+        """A source raised: the run stops with its error (a service keeps running)."""
+        self._record_error(node.stage.name, exc, item)
 
     def _stage_loop(self, node: Node) -> None:
         stage, inbox = node.stage, cast(Inbox, node.inbox)
@@ -288,6 +299,8 @@ class Runner:
                         node.metrics.record_latency(items)
                 for message in messages:
                     outputs.extend(stage.handle_message(message))
+                    if node.on_message is not None:
+                        node.on_message(message)
                 node.emit(ticket, outputs)
                 if ended:
                     break
@@ -354,15 +367,15 @@ class Runner:
     def _wait(self) -> None:
         deadline: float | None = None
         drain_s = self.graph.spec.settings.drain_timeout_s
-        while not all(node.finished.is_set() for node in self._nodes.values()):
+        while not all(node.finished.is_set() for node in self.nodes().values()):
             if self.stop_requested.is_set() and deadline is None:
                 deadline = time.monotonic() + drain_s
             if deadline is not None and time.monotonic() > deadline:
                 log.warning("stages did not drain within %.0f s; aborting queues", drain_s)
-                for node in self._nodes.values():
+                for node in self.nodes().values():
                     if node.inbox:
                         node.inbox.abort()
-                for node in self._nodes.values():
+                for node in self.nodes().values():
                     node.finished.wait(5.0)
                 break
             time.sleep(0.05)
@@ -375,7 +388,7 @@ class Runner:
         stats = self.stats()
         stats["exit_code"] = code
         stats["error"] = str(self._error) if self._error else None
-        stats["started"] = any(node.threads for node in self._nodes.values())
+        stats["started"] = any(node.threads for node in self.nodes().values())
         return RunResult(code, self._error, stats)
 
     def on_signal(self, signum: int, exit_on_repeat: bool = True) -> None:

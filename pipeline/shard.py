@@ -88,7 +88,9 @@ def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> Conf
                 node.line,
             )
         nodes[name] = node
-    return ConfigSpec(spec.file, spec.settings, nodes, links, spec.links_line, queues, spec.text)
+    return ConfigSpec(
+        spec.file, spec.settings, nodes, links, spec.links_line, queues, spec.text, spec.serve
+    )
 
 
 def restart_path(template: str, restart: int) -> str:

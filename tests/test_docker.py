@@ -69,7 +69,14 @@ def test_compose_demo_wires_camera_pipeline_and_broker() -> None:
         build = services[service]["build"]
         assert (REPO / "docker" / build["context"] / build["dockerfile"]).is_file()
     pipeline = services["pipeline"]
-    config = REPO / pipeline["command"][0]
+    # The pipeline runs as a service: its page published, a token required, healthz checked.
+    command = pipeline["command"]
+    assert command[0] == "serve" and command[command.index("--host") + 1] == "0.0.0.0"
+    assert pipeline["environment"]["VAPIPE_TOKEN"].startswith("${VAPIPE_TOKEN:?")
+    port = command[command.index("--port") + 1]
+    assert any(published.endswith(f":{port}") for published in pipeline["ports"])
+    assert "/healthz" in " ".join(pipeline["healthcheck"]["test"])
+    config = REPO / command[1]
     assert config.is_file()
     text = config.read_text()
     assert "${VAPIPE_RTSP_URL}" in text and "VAPIPE_MQTT_HOST" in text

@@ -65,7 +65,8 @@ def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
     probe = (
         "import vapipe, vapipe.stages, vapipe.models, importlib.resources as r;"
         "print(vapipe.stages.__file__);"
-        "print(r.files('vapipe.stages.preprocess').joinpath('kernels/letterbox.cl').is_file());"
+        "print(r.files('vapipe.stages.preprocess').joinpath('kernels/letterbox.cl').is_file()"
+        " and r.files('vapipe.pipeline').joinpath('web/page.js').is_file());"
         "print(sorted(vapipe.models.manifest()['models']))"
     )
     shown = subprocess.run(
@@ -75,7 +76,7 @@ def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr[-2000:]
     lines = shown.stdout.splitlines()
     assert lines[0].startswith(str(site)), f"imported from {lines[0]}, not the wheel"
-    assert lines[1] == "True", "the OpenCL kernel is missing from the wheel"
+    assert lines[1] == "True", "the OpenCL kernel or the service's page is missing from the wheel"
     assert "yolox-nano" in lines[2]
     listed = subprocess.run(
         [sys.executable, "-m", "vapipe", "stages", "infer"], cwd=tmp_path, env=env,

@@ -108,6 +108,10 @@ class EventsSink(PathSink):
 
     def handle_message(self, message: Message) -> tuple[Message]:
         self.write(message_record(message))
+        if message.kind == "source_removed" and "{source_id}" in self.config.path:
+            handle = self._files.pop(message.source_id, None)
+            if handle is not None:
+                handle.close()
         return (message,)
 
     def close(self) -> None:

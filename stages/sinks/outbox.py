@@ -113,7 +113,7 @@ class Outbox:
 
 EVENT_TYPES = (
     "frame", "line_cross", "zone_enter", "zone_exit", "zone_dwell", "zone_crowded",
-    "zone_clear", "source_down", "source_up",
+    "zone_clear", "source_down", "source_up", "source_removed",
 )  # fmt: skip
 """The event types the built-in stages emit (docs/events.schema.json)."""
 

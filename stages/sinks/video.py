@@ -18,7 +18,7 @@ from av.video.codeccontext import VideoCodecContext
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
-from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
@@ -205,6 +205,15 @@ class VideoSink(PathSink):
             f", {cfg.segment_s:g} s segments" if cfg.segment_s else "",
         )
         return recorder
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        """A stream removed from a service: its file is finished now, under its final name."""
+        if message.kind == "source_removed":
+            recorder = self._recorders.pop(message.source_id, None)
+            self._trails.pop(message.source_id, None)
+            if recorder is not None:
+                recorder.finish()
+        return (message,)
 
     def close(self) -> None:
         """Finish every file (encoder tail, trailer) and give it its final name."""

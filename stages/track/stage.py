@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vapipe.pipeline.errors import PipelineError
-from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.stages.track.base import Tracker
@@ -27,6 +27,11 @@ class TrackStage(Stage):
 
     def open(self, context: StageContext) -> None:
         self.trackers: dict[str, Tracker] = {}
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        if message.kind == "source_removed":  # a service's stream: its tracks go with it
+            self.trackers.pop(message.source_id, None)
+        return (message,)
 
     def new_tracker(self) -> Tracker:
         """The tracker of one new source."""

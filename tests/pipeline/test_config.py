@@ -129,6 +129,20 @@ def test_set_overrides_take_toml_values_and_bare_words_as_strings() -> None:
         config.parse(GOOD, "p.toml", ["count"])
 
 
+def test_the_serve_table_is_checked_and_set_like_pipeline() -> None:
+    text = GOOD + '\n[serve]\ntemplate = "src"\n'
+    spec = config.parse(text, "p.toml", ["serve.preview_fps=2"])
+    assert (spec.serve.template, spec.serve.preview_fps, spec.serve.preview_width) == (
+        "src",
+        2,
+        640,
+    )
+    with pytest.raises(ConfigError, match=r"key 'serve.preview_width': input should be"):
+        config.parse(GOOD, "p.toml", ["serve.preview_width=9"])
+    with pytest.raises(ConfigError, match=r"key 'serve.tempalte': unknown key.*'template'"):
+        config.parse(GOOD + '\n[serve]\ntempalte = "src"\n', "p.toml")
+
+
 def test_env_expansion(monkeypatch: pytest.MonkeyPatch) -> None:
     text = GOOD.replace('type = "test-collect"', 'type = "test-collect"\nfail_at = 1') + (
         '\n[pipeline]\nname = "${RUN_NAME:-fallback}-${RUN_SUFFIX}"\n'

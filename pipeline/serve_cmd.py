@@ -1,0 +1,150 @@
+"""``run-pipeline serve CONFIG``: the graph of CONFIG run as a service until SIGINT/SIGTERM,
+with streams added and removed over HTTP (pipeline/http_api.py) while it runs."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.logs import json_line, setup_logging
+from vapipe.pipeline.outcome import EXIT_USAGE
+from vapipe.pipeline.signals import install_stop_signals
+
+log = logging.getLogger("pipeline")
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    from vapipe.pipeline.cli import add_graph_options
+
+    parser = argparse.ArgumentParser(
+        prog="run-pipeline serve",
+        description="Run the graph of CONFIG as a service until SIGINT/SIGTERM: streams "
+        "are added and removed over HTTP, events stream live (SSE), /metrics for Prometheus, "
+        "a page with live previews at /. See docs/api.md.",
+        epilog="exit codes: 2 config or usage error, 130 stopped by a signal",
+    )
+    add_graph_options(parser)
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free)")
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="a file holding the bearer token every request but /healthz must carry "
+        "(or set VAPIPE_TOKEN); required to listen on anything but loopback",
+    )
+    return parser
+
+
+def read_token(path: str | None) -> str | None:
+    if path:
+        try:
+            token = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {path}: {exc.strerror or exc}") from None
+        if not token:
+            raise ConfigError(f"--token-file {path} is empty")
+        return token
+    return os.environ.get("VAPIPE_TOKEN") or None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def listen(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family, reuse_port=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def serve_main(argv: list[str]) -> int:
+    from vapipe.pipeline.cli import (
+        _check_writable,
+        _fail,
+        _summary,
+        _write_stats,
+        prepare_assets,
+    )
+
+    parser = serve_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    from vapipe.pipeline import config as config_module
+    from vapipe.pipeline import graph as graph_module
+    from vapipe.pipeline.event_hub import EventHub
+    from vapipe.pipeline.service import Service, with_tap
+
+    try:
+        token = read_token(args.token_file)
+        if token is None and not is_loopback(args.host):
+            raise ConfigError(
+                f"listening on {args.host} needs a token: --token-file FILE or VAPIPE_TOKEN "
+                "(or --host 127.0.0.1)"
+            )
+        spec = config_module.load(args.config, args.overrides)
+        if spec.settings.shards != 1:
+            raise ConfigError(
+                "serve runs the graph in one process for now: set pipeline.shards = 1",
+                key="pipeline.shards",
+            )
+        graph = graph_module.build(with_tap(spec), {args.stats: "--stats"} if args.stats else None)
+        if args.stats:
+            _check_writable(Path(args.stats))
+        prepare_assets(graph)
+        service = Service(graph, EventHub())
+        sock = listen(args.host, args.port)
+    except ConfigError as exc:
+        return _fail(exc, EXIT_USAGE, args.log_format)
+
+    import uvicorn
+
+    from vapipe.pipeline.http_api import make_app
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            make_app(service, token), log_level="warning", lifespan="off", access_log=False
+        )
+    )
+    host, port = sock.getsockname()[:2]
+    http = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http")
+
+    def started(_runner: object) -> None:
+        http.start()
+        message = f"serving {args.config} on http://{host}:{port}"
+        if args.log_format == "json":
+            json_line("info", message, host=host, port=port)
+        else:
+            log.info("%s (streams: %s)", message, ", ".join(service.nodes))
+
+    install_stop_signals(service.runner.on_signal)
+    result = service.runner.run(handle_signals=False, on_started=started)
+    server.should_exit = True
+    if http.is_alive():
+        http.join(10.0)
+    sock.close()
+    if args.stats:
+        _write_stats(Path(args.stats), result.stats)
+    if result.stats["started"] and args.log_format != "json":
+        print(_summary(result.stats), file=sys.stderr)
+    elif result.stats["started"]:
+        json_line("info", "summary", summary=json.loads(json.dumps(result.stats, default=str)))
+    if result.error is not None:
+        return _fail(result.error, result.exit_code, args.log_format)
+    return result.exit_code

@@ -1,0 +1,237 @@
+"""The streams of a running service: adding one (a copy of the template source node, with the
+caller's options, validated as the config is), removing one, and what each reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from typing import Any
+
+from vapipe.pipeline.config import ConfigSpec, NodeSpec
+from vapipe.pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline.event_hub import EventHub
+from vapipe.pipeline.graph import Graph, build, source_id_of
+from vapipe.pipeline.service_runner import ServiceRunner
+from vapipe.pipeline.urls import mask_credentials, register_secrets_in
+from vapipe.pipeline.validation import validate
+from vapipe.stages.sinks.tap import ServiceTap
+
+TAP = "_service"
+STREAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+REMOVE_TIMEOUT_S = 60.0
+
+
+class StreamError(Exception):
+    """A request about streams that cannot be done: an HTTP status and one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = mask_credentials(message)
+
+
+def with_tap(spec: ConfigSpec) -> ConfigSpec:
+    """The config with the service's tap linked behind the last stage that feeds others (the
+    one the sinks read), so that it sees what they see."""
+    graph = build(spec)
+    upstream = [name for name in graph.order if graph.successors(name)][-1]
+    tap = NodeSpec(TAP, ServiceTap, ServiceTap.Config(), None)
+    return dataclasses.replace(
+        spec, nodes={**spec.nodes, TAP: tap}, links=[*spec.links, f"{upstream} ! {TAP}"]
+    )
+
+
+class Service:
+    """The streams of one ServiceRunner, by stream id (a source's source_id)."""
+
+    def __init__(self, graph: Graph, hub: EventHub) -> None:
+        self.graph = graph
+        self.hub = hub
+        self.tap = ServiceTap(TAP, hub)
+        self.runner = ServiceRunner(graph, make_stage=self._make_stage)
+        self.settings = graph.spec.serve
+        self._lock = threading.Lock()  # one add or remove at a time
+        # Stream id -> source node name; the config's own sources first.
+        self.nodes: dict[str, str] = {
+            source_id_of(graph.nodes[name]): name for name in graph.sources
+        }
+        self.added: dict[str, dict[str, Any]] = {}
+        self.template, self.template_problem = self._template()
+
+    def _make_stage(self, name: str, spec: NodeSpec) -> Any:
+        return self.tap if name == TAP else spec.stage_cls(name, spec.config)
+
+    def _template(self) -> tuple[str | None, str | None]:
+        wanted = self.settings.template
+        sources = self.graph.sources
+        if wanted is None:
+            if len(sources) == 1:
+                return sources[0], None
+            return None, (
+                f"the config has {len(sources)} sources: set serve.template to the one new "
+                "streams copy"
+            )
+        if wanted not in sources:
+            raise ConfigError(
+                f"'{wanted}' is not a source node ({', '.join(sources)})", key="serve.template"
+            )
+        return wanted, None
+
+    # -- what each stream reports --------------------------------------------------------
+
+    def streams(self) -> list[dict[str, Any]]:
+        return [self.describe(stream_id) for stream_id in list(self.nodes)]
+
+    def describe(self, stream_id: str) -> dict[str, Any]:
+        node_name = self.nodes.get(stream_id)
+        if node_name is None:
+            raise StreamError(404, f"no stream '{stream_id}'")
+        node = self.runner.nodes().get(node_name)
+        view = self.tap.view(stream_id)
+        stage = node.stage if node is not None else None
+        if node is None or node.removing:
+            state = "stopping"
+        elif node.finished.is_set():
+            state = "down"
+        else:
+            state = view.state
+        return {
+            "id": stream_id,
+            "uri": mask_credentials(str(getattr(stage.config if stage else None, "uri", ""))),
+            "state": state,
+            "fps": view.fps(),
+            "frames": view.frames,
+            "dropped": self._dropped(stream_id),
+            "reconnects": getattr(stage, "reconnects", 0),
+            "last_event_time": view.last_event_time,
+            "error": node.error if node is not None else None,
+            "counts": view.counts,
+        }
+
+    def _dropped(self, stream_id: str) -> int:
+        total = 0
+        for node in self.runner.nodes().values():
+            if node.inbox is not None:
+                for link in [*node.inbox.links, *node.inbox.retired]:
+                    if link.stats.dropped_by_source:
+                        total += link.stats.dropped_by_source[stream_id]
+        return total
+
+    def ready(self) -> tuple[bool, str]:
+        """Every model loaded (the runner started) and every stream opened once or
+        reconnecting."""
+        if self.runner.ready_at is None:
+            return False, "the pipeline is still opening its stages"
+        waiting = [s["id"] for s in self.streams() if s["state"] == "opening"]
+        if waiting:
+            return False, f"streams not open yet: {', '.join(waiting)}"
+        return True, "ready"
+
+    # -- adding and removing -------------------------------------------------------------
+
+    def add(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise StreamError(400, 'expected a JSON object: {"id": ..., "uri": ...}')
+        register_secrets_in(body)
+        unknown = sorted(set(body) - {"id", "uri", "options"})
+        if unknown:
+            raise StreamError(422, f"unknown key '{unknown[0]}'; valid keys: id, uri, options")
+        stream_id, uri, options = body.get("id"), body.get("uri"), body.get("options", {})
+        if not isinstance(stream_id, str) or not STREAM_ID.fullmatch(stream_id):
+            raise StreamError(
+                400, "id: 1 to 64 letters, digits, '_' or '-', starting with a letter or digit"
+            )
+        if not isinstance(uri, str) or not uri:
+            raise StreamError(400, "uri: expected a string")
+        if not isinstance(options, dict):
+            raise StreamError(422, "options: expected a table of source keys")
+        if self.template is None:
+            raise StreamError(409, self.template_problem or "no template source")
+        with self._lock:
+            if stream_id in self.nodes or stream_id in self.graph.nodes:
+                raise StreamError(409, f"a stream or node '{stream_id}' exists already")
+            template = self.graph.nodes[self.template]
+            table = {
+                **template.config.model_dump(exclude_unset=True),
+                **{k: v for k, v in options.items() if k != "type"},
+                "uri": uri,
+                "source_id": stream_id,
+            }
+            try:
+                config = validate(
+                    template.stage_cls.Config, table, "POST /api/streams", "", node=stream_id
+                )
+                spec = NodeSpec(stream_id, template.stage_cls, config, None)
+                self.runner.add_source(stream_id, spec, like=self.template)
+            except (ConfigError, PipelineError) as exc:
+                raise StreamError(422, str(exc)) from None
+            self.nodes[stream_id] = stream_id
+            self.added[stream_id] = {"id": stream_id, "uri": uri, "options": options}
+        return self.describe(stream_id)
+
+    def remove(self, stream_id: str) -> dict[str, Any]:
+        with self._lock:
+            node_name = self.nodes.get(stream_id)
+            if node_name is None:
+                raise StreamError(404, f"no stream '{stream_id}'")
+            like = node_name if node_name in self.graph.nodes else str(self.template)
+            if not self.runner.remove_source(node_name, like, REMOVE_TIMEOUT_S):
+                raise StreamError(504, f"stream '{stream_id}' did not stop within 60 s")
+            del self.nodes[stream_id]
+            self.added.pop(stream_id, None)
+        return {"id": stream_id, "state": "removed"}
+
+    def _analytics(self, stream_id: str) -> Any:
+        """The analytics stage this stream's frames reach (409 if the graph has none)."""
+        self.describe(stream_id)  # 404 for an unknown stream
+        node_name = self.nodes[stream_id]
+        like = node_name if node_name in self.graph.nodes else str(self.template)
+        stages = self.runner.stages
+        for name in self.graph.downstream_of(like):
+            if hasattr(stages.get(name), "replace_geometry"):
+                return stages[name]
+        raise StreamError(409, "the graph has no analytics node for this stream's frames")
+
+    def geometry(self, stream_id: str) -> dict[str, Any]:
+        return dict(self._analytics(stream_id).geometry(stream_id))
+
+    def replace_geometry(self, stream_id: str, body: Any) -> dict[str, Any]:
+        stage = self._analytics(stream_id)
+        if not isinstance(body, dict) or set(body) - {"lines", "zones"}:
+            raise StreamError(400, 'expected a JSON object: {"lines": [...], "zones": [...]}')
+        try:
+            stage.replace_geometry(
+                stream_id, body.get("lines", []), body.get("zones", []),
+                f"PUT /api/streams/{stream_id}/analytics",
+            )  # fmt: skip
+        except ConfigError as exc:
+            raise StreamError(422, str(exc)) from None
+        return dict(stage.geometry(stream_id))
+
+    def effective_config(self) -> dict[str, Any]:
+        """The graph as it runs: the config's nodes and the streams added, secrets masked."""
+        nodes = {
+            name: {"type": node.stage_cls.type_name, **node.config.model_dump(mode="json")}
+            for name, node in self.graph.nodes.items()
+            if name != TAP
+        }
+        return _masked(
+            {
+                "file": self.graph.spec.file,
+                "links": [chain for chain in self.graph.spec.links if TAP not in chain],
+                "nodes": nodes,
+                "streams_added": list(self.added.values()),
+                "template": self.template,
+            }
+        )
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    if isinstance(value, str):
+        return mask_credentials(value)
+    return value

@@ -1,0 +1,176 @@
+"""A graph run as a service (``run-pipeline serve``): sources come and go while it runs, and
+no source's end or failure ends the run; only a stop request (SIGINT/SIGTERM) does.
+
+A source added at run time is linked as the node it copies is: its frames join the same
+queues, so they are batched with every other stream's at once. A source removed stops,
+sends ``source_removed`` behind its last frame, and ends its own links; the stages behind it
+finish that source's outputs when the message reaches them (the video sink closes its file)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any, cast
+
+from vapipe.pipeline.config import NodeSpec
+from vapipe.pipeline.frame import Message
+from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.metrics import StageMetrics
+from vapipe.pipeline.node import Node
+from vapipe.pipeline.queues import Aborted, Inbox
+from vapipe.pipeline.runner import Runner
+from vapipe.pipeline.stage import SourceStage, StageContext
+from vapipe.pipeline.urls import mask_credentials
+
+log = logging.getLogger(__name__)
+
+
+class ServiceRunner(Runner):
+    def __init__(self, graph: Graph, **kwargs: Any) -> None:
+        super().__init__(graph, **kwargs)
+        self._held: set[Inbox] = set()
+        self._parked: set[Node] = set()
+        # A removed source is drained once its source_removed has reached every last stage.
+        self._receipts: dict[str, tuple[set[str], threading.Event]] = {}
+        self._receipts_lock = threading.Lock()
+
+    def _build(self) -> None:
+        super()._build()
+        # Held open: with every stream removed, the stages wait for the next one.
+        self._held = {
+            cast(Inbox, self._nodes[dst].inbox)
+            for name in self.graph.sources
+            for dst in self.graph.successors(name)
+        }
+        for inbox in self._held:
+            inbox.hold()
+        for name, node in self._nodes.items():
+            if not self.graph.successors(name):
+                node.on_message = lambda message, name=name: self._received(name, message)
+
+    def _received(self, leaf: str, message: Message) -> None:
+        if message.kind != "source_removed":
+            return
+        with self._receipts_lock:
+            waiting = self._receipts.get(message.source_id)
+        if waiting is not None:
+            leaves, drained = waiting
+            leaves.discard(leaf)
+            if not leaves:
+                drained.set()
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        super().request_stop(reason)
+        for node in self._take_parked():
+            for link in node.outputs:
+                link.put_eos()
+        for inbox in self._held:
+            inbox.release()
+
+    def _take_parked(self, node: Node | None = None) -> list[Node]:
+        with self._nodes_lock:
+            parked = self._parked
+            taken = list(parked) if node is None else [node] if node in parked else []
+            parked.difference_update(taken)
+        return taken
+
+    def _source_failed(self, node: Node, exc: Exception, item: Any) -> None:
+        node.error = str(exc) or type(exc).__name__
+        log.warning(
+            "%s: %s; the stream stays down until it is removed", node.stage.name, node.error
+        )
+
+    def _finish(self, node: Node) -> None:
+        if not isinstance(node.stage, SourceStage):
+            super()._finish(node)
+        elif node.removing:
+            self._push_removed(node)
+            super()._finish(node)
+        elif not self.stop_requested.is_set():
+            # Ended by itself (a file's end, a camera given up on): closed, but its links stay
+            # open until it is removed, so that its outputs are finished only then.
+            outputs, node.outputs = node.outputs, []
+            super()._finish(node)
+            node.outputs = outputs
+            with self._nodes_lock:
+                self._parked.add(node)
+        else:
+            super()._finish(node)
+
+    def _push_removed(self, node: Node) -> None:
+        source_id = getattr(node.stage, "source_id", node.stage.name)
+        uri = getattr(node.stage, "display_uri", None) or getattr(node.stage.config, "uri", "")
+        where = {"uri": mask_credentials(str(uri))}
+        removed = Message(
+            source_id, "source_removed", time.time(), node.last_seq, node.last_pts, where
+        )
+        with contextlib.suppress(Aborted):  # torn down meanwhile
+            node.push(removed)
+
+    def source_ids(self) -> list[str]:
+        """Every running source's source_id."""
+        return [
+            getattr(node.stage, "source_id", name)
+            for name, node in self.nodes().items()
+            if isinstance(node.stage, SourceStage)
+        ]
+
+    def add_source(self, name: str, spec: NodeSpec, like: str) -> Node:
+        """Open and start source node ``name`` (``spec``), linked as node ``like`` is. Raises
+        what its open raises, before anything of it joins the graph."""
+        if self.stop_requested.is_set():
+            raise RuntimeError("the service is stopping")
+        stage = self._make_stage(name, spec)
+        node = Node(stage, None, StageMetrics(name, spec.stage_cls.type_name), transient=True)
+        nodes = self.nodes()
+        context = StageContext(
+            name=name,
+            downstream=[nodes[n].stage for n in self.graph.downstream_of(like)],
+            sources_in_run=len(self.source_ids()) + 1,
+            source_ids=[*self.source_ids(), getattr(spec.config, "source_id", None) or name],
+        )
+        opening = time.monotonic()
+        stage.open(context)
+        node.open_s = time.monotonic() - opening
+        for edge in self.graph.edges:
+            if edge.src == like:
+                inbox = cast(Inbox, nodes[edge.dst].inbox)
+                link = inbox.add_link(f"{name} ! {edge.dst}", edge.size, edge.leaky, True)
+                node.outputs.append(link)
+        node.workers = node.live_workers = 1
+        thread = threading.Thread(target=self._source_loop, args=(node,), daemon=True, name=name)
+        node.threads.append(thread)
+        with self._nodes_lock:
+            self._nodes[name] = node
+        thread.start()
+        return node
+
+    def remove_source(self, name: str, like: str, timeout_s: float | None = None) -> bool:
+        """Stop source node ``name`` (linked as ``like`` is) and wait until it is drained: its
+        ``source_removed``, behind its last frame, has reached every last stage (the video
+        sink has finished its file). False if that took longer than ``timeout_s``."""
+        with self._nodes_lock:
+            node = self._nodes[name]
+        source_id = getattr(node.stage, "source_id", name)
+        leaves = {n for n in self.graph.downstream_of(like) if not self.graph.successors(n)}
+        drained = threading.Event()
+        with self._receipts_lock:
+            self._receipts[source_id] = (leaves, drained)
+        node.removing = True
+        if self._take_parked(node):  # it had ended: it leaves now
+            self._push_removed(node)
+            for link in node.outputs:
+                link.put_eos()
+        else:
+            cast(SourceStage, node.stage).stop()
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else 1e9)
+        stopped = node.finished.wait(timeout_s)
+        done = stopped and (not leaves or drained.wait(max(0.0, deadline - time.monotonic())))
+        with self._receipts_lock:
+            self._receipts.pop(source_id, None)
+        if stopped:
+            with self._nodes_lock:
+                self._nodes.pop(name, None)
+        return done

@@ -1,0 +1,114 @@
+"""The service's page in a real headless Chromium (Debian's chromium and chromium-driver,
+driven by selenium): live previews, adding a stream through the form, drawing a line on a
+stream and saving it, which then counts crossings."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import asset
+from tests.e2e.helpers import REPO
+from tests.e2e.serve_helpers import Events, serve
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+# A tile's picture is real when it decoded and is not one flat colour.
+PICTURE_STD = """
+const img = arguments[0];
+if (!img.complete || !img.naturalWidth) return -1;
+const canvas = document.createElement("canvas");
+canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+const context = canvas.getContext("2d");
+context.drawImage(img, 0, 0);
+const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+let sum = 0, squares = 0, count = 0;
+for (let i = 0; i < data.length; i += 4 * 97) {
+  sum += data[i]; squares += data[i] * data[i]; count++;
+}
+const mean = sum / count;
+return Math.sqrt(squares / count - mean * mean);
+"""
+
+
+@pytest.fixture
+def browser(tmp_path: Path):  # type: ignore[no-untyped-def]
+    if CHROMIUM is None or DRIVER is None:
+        pytest.fail(
+            "the page test needs Debian's chromium and chromium-driver (.ci/run installs them)"
+        )
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
+        options.add_argument(argument)  # fmt: skip
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_shows_streams_adds_one_and_draws_a_line_that_counts(
+    tmp_path: Path, browser
+) -> None:  # type: ignore[no-untyped-def]
+    traffic = asset("media", "traffic.mp4")
+    config = REPO / "configs" / "analytics.toml"
+    overrides = ("cam.loop=true", "video.path=out/{source_id}.mp4",
+                 "events.path=out/{source_id}.jsonl")  # fmt: skip
+    with serve(tmp_path, *overrides, config=config) as served:
+        assert served.url is not None
+        wait = WebDriverWait(browser, 120, poll_frequency=0.2)
+        browser.get(served.url + "/")
+
+        def picture(stream: str):  # type: ignore[no-untyped-def]
+            return browser.find_element(By.CSS_SELECTOR, f'[data-stream="{stream}"] img')
+
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-stream="cam"] img'))
+        wait.until(lambda d: d.execute_script(PICTURE_STD, picture("cam")) > 10)
+
+        form = browser.find_element(By.ID, "add")
+        form.find_element(By.NAME, "id").send_keys("b")
+        form.find_element(By.NAME, "uri").send_keys(str(traffic))
+        form.find_element(By.NAME, "options").send_keys('{"loop": true}')
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-stream="b"] img'))
+        wait.until(lambda d: d.execute_script(PICTURE_STD, picture("b")) > 10)
+
+        events = Events(served, "?type=line_cross&source=b")
+        picture("b").click()
+        editor = browser.find_element(By.ID, "editor-picture")
+        wait.until(lambda d: d.execute_script("return arguments[0].naturalWidth", editor) > 0)
+        height = editor.size["height"]
+        # A vertical line through the middle of the road, where the cars cross.
+        for offset in (-0.45 * height, 0.45 * height):
+            ActionChains(browser).move_to_element_with_offset(
+                editor, 0, int(offset)
+            ).click().perform()
+        name = browser.find_element(By.ID, "shape-name")
+        name.clear()
+        name.send_keys("painted")
+        browser.find_element(By.ID, "save-line").click()
+        wait.until(lambda d: "saved line 'painted'" in d.find_element(By.ID, "editor-error").text)
+        events.wait(lambda items: any(i.get("line") == "painted" for i in items), 180,
+                    "a crossing of the line drawn on the page")  # fmt: skip
+        events.close()
+        shot = tmp_path / "serve-page.png"
+        browser.save_screenshot(str(shot))
+        print(f"screenshot of the page: {shot}")
+        assert shot.stat().st_size > 10_000
