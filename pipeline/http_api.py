@@ -40,7 +40,8 @@ POLL_S = 0.05
 
 
 def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": mask_credentials(message)}, status_code=status)
+    line = " ".join(mask_credentials(message).splitlines())
+    return JSONResponse({"error": line}, status_code=status)
 
 
 PAGE_FILES = {"/": "index.html", "/static/page.js": "page.js", "/static/page.css": "page.css"}

@@ -1,0 +1,74 @@
+"""The HTTP layer alone, over a stand-in for the service: a handler that fails answers 500
+with one line and the service keeps answering; the token and the body limit hold on every
+path they guard."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from vapipe.pipeline.config import ServeSettings
+from vapipe.pipeline.event_hub import EventHub
+from vapipe.pipeline.http_api import make_app
+from vapipe.pipeline.service import StreamError
+
+STREAM = {"id": "cam", "uri": "x.mp4", "state": "running", "fps": 1.0, "frames": 3,
+          "dropped": 0, "reconnects": 0, "last_event_time": None}  # fmt: skip
+
+
+class StandIn:
+    """Answers like a Service, and fails where told to."""
+
+    def __init__(self) -> None:
+        self.settings = ServeSettings()
+        self.hub = EventHub()
+        self.runner = SimpleNamespace(stop_requested=threading.Event(), nodes=dict)
+        self.fail_with: Exception | None = None
+        self.added: list[Any] = []
+
+    def streams(self) -> list[dict[str, Any]]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        return [STREAM]
+
+    def describe(self, stream_id: str) -> dict[str, Any]:
+        raise StreamError(404, f"no stream '{stream_id}'")
+
+    def add(self, body: Any) -> dict[str, Any]:
+        self.added.append(body)
+        return {"id": body["id"]}
+
+    def ready(self) -> tuple[bool, str]:
+        return False, "the pipeline is still opening its stages"
+
+
+def test_a_failing_handler_is_one_line_and_the_service_answers_on() -> None:
+    service = StandIn()
+    client = TestClient(make_app(service))  # type: ignore[arg-type]
+    service.fail_with = RuntimeError("disk on fire\nsecond line")
+    failed = client.get("/api/streams")
+    assert failed.status_code == 500
+    assert failed.json() == {"error": "internal error: RuntimeError: disk on fire second line"}
+    service.fail_with = None
+    assert client.get("/api/streams").json() == [STREAM]
+    assert client.get("/readyz").status_code == 503
+    assert client.get("/api/streams/nope").json() == {"error": "no stream 'nope'"}
+
+
+def test_token_and_body_limit() -> None:
+    service = StandIn()
+    client = TestClient(make_app(service, token="s3cret-token"))  # type: ignore[arg-type]
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/").status_code == 200, "the page itself holds no data"
+    assert client.get("/api/streams").status_code == 401
+    wrong = {"Authorization": "Bearer s3cret-tokenx"}
+    assert client.get("/api/streams", headers=wrong).status_code == 401
+    good = {"Authorization": "Bearer s3cret-token"}
+    assert client.get("/api/streams", headers=good).status_code == 200
+    big = client.post("/api/streams", headers=good, content=b"[" + b"0," * (600 << 10) + b"0]")
+    assert big.status_code == 413 and service.added == []
+    added = client.post("/api/streams", headers=good, json={"id": "b", "uri": "x"})
+    assert added.status_code == 201 and service.added == [{"id": "b", "uri": "x"}]
