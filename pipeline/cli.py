@@ -28,6 +28,7 @@ from vapipe.pipeline.urls import mask_credentials
 
 if TYPE_CHECKING:
     from vapipe.pipeline.graph import Graph
+    from vapipe.pipeline.outcome import RunResult
     from vapipe.pipeline.shards import ShardRunner
 
 log = logging.getLogger("pipeline")
@@ -179,23 +180,32 @@ def run_main(argv: list[str]) -> int:
     result = runner.run(handle_signals=False, on_started=progress.start if progress else None)
     if progress:
         progress.stop()
-    stats = result.stats
-    if args.stats:
-        _write_stats(Path(args.stats), stats)
-    if stats["started"]:  # a stage that failed to open leaves nothing worth a table
-        if args.log_format == "json":
-            json_line("info", "summary", summary=json.loads(_masked_json(stats)))
-        else:
-            print(_summary(stats), file=sys.stderr)
-    if result.error is not None:
-        log.debug("run failed", exc_info=result.error)
-        return _fail(result.error, result.exit_code, args.log_format)
+    if report(result, args.stats, args.log_format):
+        return result.exit_code
     if result.exit_code == EXIT_INTERRUPTED:
         if args.log_format == "json":
             json_line("info", "interrupted: outputs were flushed and closed", exit_code=130)
         else:
             print("interrupted: outputs were flushed and closed", file=sys.stderr)
     return result.exit_code
+
+
+def report(result: RunResult, stats_path: str | None, log_format: str) -> bool:
+    """The end of a run as the user sees it: the --stats file, the summary table (or its
+    JSON line), and the error in one line. True when there was an error."""
+    stats = result.stats
+    if stats_path:
+        _write_stats(Path(stats_path), stats)
+    if stats["started"]:  # a stage that failed to open leaves nothing worth a table
+        if log_format == "json":
+            json_line("info", "summary", summary=json.loads(_masked_json(stats)))
+        else:
+            print(_summary(stats), file=sys.stderr)
+    if result.error is None:
+        return False
+    log.debug("run failed", exc_info=result.error)
+    _fail(result.error, result.exit_code, log_format)
+    return True
 
 
 def prepare_assets(graph: Graph) -> None:

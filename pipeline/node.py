@@ -32,8 +32,6 @@ class Node:
     get_lock: threading.Lock = field(default_factory=threading.Lock)
     emit_lock: threading.Lock = field(default_factory=threading.Lock)
     finished: threading.Event = field(default_factory=threading.Event)
-    transient: bool = False
-    """A source added while the graph runs (a service's stream)."""
     removing: bool = False
     error: str | None = None
     """Why a source that runs on its own (a service's stream) ended, if it failed."""

@@ -145,8 +145,7 @@ class Inbox:
         self.aborted = False
         self.discarding = False
         self.held = False
-        self.retired: list[LinkQueue] = []
-        """Transient links that ended, kept for the run's queue summary."""
+        self._retiring = False  # a transient link has ended: drop it at the next look
         self._next = 0
 
     def add_link(
@@ -215,14 +214,13 @@ class Inbox:
                 item = link._pop()
                 if item is EOS:
                     link.ended = True
+                    self._retiring = self._retiring or link.transient
                     continue
                 self._next = (self._next + offset + 1) % count
                 return item
-        finished = [link for link in self.links if link.transient and link.ended]
-        if finished:
-            self.links = [link for link in self.links if link not in finished]
-            self.retired = [*self.retired, *finished][-100:]
-            self._next = 0
+        if self._retiring:
+            self.links = [link for link in self.links if not (link.transient and link.ended)]
+            self._retiring, self._next = False, 0
         if all(link.ended for link in self.links) and not self.held:
             return EOS
         return None

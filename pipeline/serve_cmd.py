@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import logging
 import os
 import socket
-import sys
 import threading
 from pathlib import Path
 
@@ -75,13 +73,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve_main(argv: list[str]) -> int:
-    from vapipe.pipeline.cli import (
-        _check_writable,
-        _fail,
-        _summary,
-        _write_stats,
-        prepare_assets,
-    )
+    from vapipe.pipeline.cli import _check_writable, _fail, prepare_assets, report
 
     parser = serve_parser()
     args = parser.parse_args(argv)
@@ -139,12 +131,5 @@ def serve_main(argv: list[str]) -> int:
     if http.is_alive():
         http.join(10.0)
     sock.close()
-    if args.stats:
-        _write_stats(Path(args.stats), result.stats)
-    if result.stats["started"] and args.log_format != "json":
-        print(_summary(result.stats), file=sys.stderr)
-    elif result.stats["started"]:
-        json_line("info", "summary", summary=json.loads(json.dumps(result.stats, default=str)))
-    if result.error is not None:
-        return _fail(result.error, result.exit_code, args.log_format)
+    report(result, args.stats, args.log_format)
     return result.exit_code

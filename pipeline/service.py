@@ -113,7 +113,7 @@ class Service:
         total = 0
         for node in self.runner.nodes().values():
             if node.inbox is not None:
-                for link in [*node.inbox.links, *node.inbox.retired]:
+                for link in node.inbox.links:
                     if link.stats.dropped_by_source:
                         total += link.stats.dropped_by_source[stream_id]
         return total
@@ -175,20 +175,21 @@ class Service:
             node_name = self.nodes.get(stream_id)
             if node_name is None:
                 raise StreamError(404, f"no stream '{stream_id}'")
-            like = node_name if node_name in self.graph.nodes else str(self.template)
-            if not self.runner.remove_source(node_name, like, REMOVE_TIMEOUT_S):
+            if not self.runner.remove_source(node_name, self._like(node_name), REMOVE_TIMEOUT_S):
                 raise StreamError(504, f"stream '{stream_id}' did not stop within 60 s")
             del self.nodes[stream_id]
             self.added.pop(stream_id, None)
         return {"id": stream_id, "state": "removed"}
 
+    def _like(self, node_name: str) -> str:
+        """The config node a stream's source is linked as: itself, or the template it copies."""
+        return node_name if node_name in self.graph.nodes else str(self.template)
+
     def _analytics(self, stream_id: str) -> Any:
         """The analytics stage this stream's frames reach (409 if the graph has none)."""
         self.describe(stream_id)  # 404 for an unknown stream
-        node_name = self.nodes[stream_id]
-        like = node_name if node_name in self.graph.nodes else str(self.template)
         stages = self.runner.stages
-        for name in self.graph.downstream_of(like):
+        for name in self.graph.downstream_of(self._like(self.nodes[stream_id])):
             if hasattr(stages.get(name), "replace_geometry"):
                 return stages[name]
         raise StreamError(409, "the graph has no analytics node for this stream's frames")

@@ -100,7 +100,7 @@ class ServiceRunner(Runner):
             super()._finish(node)
 
     def _push_removed(self, node: Node) -> None:
-        source_id = getattr(node.stage, "source_id", node.stage.name)
+        source_id = source_id_of_node(node)
         uri = getattr(node.stage, "display_uri", None) or getattr(node.stage.config, "uri", "")
         where = {"uri": mask_credentials(str(uri))}
         removed = Message(
@@ -112,8 +112,8 @@ class ServiceRunner(Runner):
     def source_ids(self) -> list[str]:
         """Every running source's source_id."""
         return [
-            getattr(node.stage, "source_id", name)
-            for name, node in self.nodes().items()
+            source_id_of_node(node)
+            for node in self.nodes().values()
             if isinstance(node.stage, SourceStage)
         ]
 
@@ -123,13 +123,14 @@ class ServiceRunner(Runner):
         if self.stop_requested.is_set():
             raise RuntimeError("the service is stopping")
         stage = self._make_stage(name, spec)
-        node = Node(stage, None, StageMetrics(name, spec.stage_cls.type_name), transient=True)
+        node = Node(stage, None, StageMetrics(name, spec.stage_cls.type_name))
         nodes = self.nodes()
+        source_ids = [*self.source_ids(), getattr(spec.config, "source_id", None) or name]
         context = StageContext(
             name=name,
             downstream=[nodes[n].stage for n in self.graph.downstream_of(like)],
-            sources_in_run=len(self.source_ids()) + 1,
-            source_ids=[*self.source_ids(), getattr(spec.config, "source_id", None) or name],
+            sources_in_run=len(source_ids),
+            source_ids=source_ids,
         )
         opening = time.monotonic()
         stage.open(context)
@@ -153,7 +154,7 @@ class ServiceRunner(Runner):
         sink has finished its file). False if that took longer than ``timeout_s``."""
         with self._nodes_lock:
             node = self._nodes[name]
-        source_id = getattr(node.stage, "source_id", name)
+        source_id = source_id_of_node(node)
         leaves = {n for n in self.graph.downstream_of(like) if not self.graph.successors(n)}
         drained = threading.Event()
         with self._receipts_lock:
@@ -174,3 +175,9 @@ class ServiceRunner(Runner):
             with self._nodes_lock:
                 self._nodes.pop(name, None)
         return done
+
+
+def source_id_of_node(node: Node) -> str:
+    """The source_id a running source node's frames carry (its name, for a plug-in source
+    that keeps none)."""
+    return str(getattr(node.stage, "source_id", node.stage.name))

@@ -12,6 +12,7 @@ import numpy as np
 from vapipe.stages.detections import Detections
 
 if TYPE_CHECKING:
+    from vapipe.pipeline.frame import Frame
     from vapipe.stages.analytics.stage import FrameAnalytics
 
 
@@ -125,3 +126,23 @@ class Trails:
             if self.idle[track_id] > self.length:
                 del self.points[track_id], self.idle[track_id]
         return {track_id: list(points) for track_id, points in self.points.items()}
+
+
+def annotate(
+    frame: Frame,
+    *,
+    thickness: int = 2,
+    font_scale: float = 0.5,
+    labels: bool = True,
+    trails: Trails | None = None,
+) -> np.ndarray:
+    """The frame as the video sink records it (and the service previews it): boxes with
+    labels, the tracks' trails when kept, and the analytics' lines and zones with counts."""
+    picture = draw_detections(
+        frame.image, frame.detections, thickness=thickness, font_scale=font_scale, labels=labels
+    )
+    if trails is not None and frame.detections is not None:
+        draw_trails(picture, trails.update(frame.detections))
+    if frame.analytics is not None:
+        draw_analytics(picture, frame.analytics)
+    return picture

@@ -19,7 +19,7 @@ import numpy as np
 from vapipe.pipeline.event_hub import EventHub
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import Stage, StageConfig
-from vapipe.stages.sinks.draw import draw_analytics, draw_detections
+from vapipe.stages.sinks.draw import annotate
 from vapipe.stages.sinks.records import frame_records, iso_time, message_record
 
 RATE_WINDOW_S = 5.0
@@ -93,9 +93,7 @@ class ServiceTap(Stage):
 
 def render(frame: Frame, width: int, quality: int = 80) -> bytes:
     """The frame annotated as the video sink draws it, ``width`` wide, as JPEG."""
-    picture = draw_detections(frame.image, frame.detections)
-    if frame.analytics is not None:
-        draw_analytics(picture, frame.analytics)
+    picture = annotate(frame)
     height, full = picture.shape[:2]
     if full > width:
         size = (width, max(2, round(height * width / full)))

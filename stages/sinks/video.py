@@ -22,7 +22,7 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
-from vapipe.stages.sinks.draw import Trails, draw_analytics, draw_detections, draw_trails
+from vapipe.stages.sinks.draw import Trails, annotate
 from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name, temporary_names
 from vapipe.stages.sinks.paths import (
     PathSink,
@@ -154,19 +154,16 @@ class VideoSink(PathSink):
 
     def _draw(self, frame: Frame) -> np.ndarray:
         cfg = self.config
-        picture = draw_detections(
-            frame.image,
-            frame.detections,
+        trails = None
+        if cfg.trail_frames:
+            trails = self._trails.setdefault(frame.source_id, Trails(cfg.trail_frames))
+        return annotate(
+            frame,
             thickness=cfg.thickness,
             font_scale=cfg.font_scale,
             labels=cfg.labels,
+            trails=trails,
         )
-        if cfg.trail_frames and frame.detections is not None:
-            trails = self._trails.setdefault(frame.source_id, Trails(cfg.trail_frames))
-            draw_trails(picture, trails.update(frame.detections))
-        if frame.analytics is not None:
-            draw_analytics(picture, frame.analytics)
-        return picture
 
     def _write_image(self, picture: np.ndarray, frame: Frame) -> None:
         """An annotated picture (JPEG, PNG... by the path's extension), replaced whole: one
