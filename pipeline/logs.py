@@ -37,6 +37,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
 def setup_logging(level: str, style: str = "text", prefix: str = "") -> None:
     """Log lines to stderr; ``prefix`` (a shard's name) starts each text line."""
     handler = logging.StreamHandler(sys.stderr)

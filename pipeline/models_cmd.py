@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     if args.command == "list":
         return list_models()
     if args.command == "fetch":
-        from vapipe.pipeline.cli import fetch_main
+        from vapipe.pipeline.tool_cmds import fetch_main
 
         return fetch_main(args.names)
     return show_info(args.model)
