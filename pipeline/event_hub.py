@@ -42,16 +42,25 @@ class EventHub:
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
         self.dropped_total = 0
-        self.on_publish: list[Callable[[dict[str, Any]], None]] = []
+        self.on_listening: Callable[[bool], None] | None = None
+        """Told when the first subscriber comes and the last goes (shards forward frame
+        records only while someone listens)."""
 
     def subscribe(self, subscriber: Subscriber) -> Subscriber:
         with self._lock:
             self._subscribers = [*self._subscribers, subscriber]
+            first = len(self._subscribers) == 1
+        if first and self.on_listening is not None:
+            self.on_listening(True)
         return subscriber
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         with self._lock:
+            before = len(self._subscribers)
             self._subscribers = [s for s in self._subscribers if s is not subscriber]
+            last = before == 1 and not self._subscribers
+        if last and self.on_listening is not None:
+            self.on_listening(False)
 
     @property
     def listening(self) -> bool:

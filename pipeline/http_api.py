@@ -27,10 +27,9 @@ from starlette.routing import Route
 
 from vapipe.pipeline.event_hub import Subscriber
 from vapipe.pipeline.prom import ServiceCollector
-from vapipe.pipeline.service import Service, StreamError
+from vapipe.pipeline.service import StreamError, Streams
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.sinks.records import to_json
-from vapipe.stages.sinks.tap import render
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +87,11 @@ async def json_body(request: Request) -> Any:
         raise StreamError(400, f"the body is not JSON: {exc}") from None
 
 
-def make_app(service: Service, token: str | None = None) -> Starlette:
+def make_app(service: Streams, token: str | None = None) -> Starlette:
     registry = CollectorRegistry(auto_describe=True)
     registry.register(ServiceCollector(service))
     settings = service.settings
-    stopping = service.runner.stop_requested
+    stopping = service.stopping
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -159,29 +158,30 @@ def make_app(service: Service, token: str | None = None) -> Starlette:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
-    def latest(stream_id: str) -> Any:
-        service.describe(stream_id)  # 404 for an unknown stream
-        return service.tap.view(stream_id).latest
-
     async def snapshot(request: Request) -> Response:
-        frame = latest(request.path_params["id"])
-        if frame is None:
+        preview = await anyio.to_thread.run_sync(
+            service.preview, request.path_params["id"], settings.preview_width
+        )
+        if preview is None:
             return error(404, "no frame yet")
-        jpeg = await anyio.to_thread.run_sync(render, frame, settings.preview_width)
-        return Response(jpeg, media_type="image/jpeg")
+        return Response(preview[1], media_type="image/jpeg")
 
     async def mjpeg(request: Request) -> Response:
         stream_id = request.path_params["id"]
-        latest(stream_id)
+        service.describe(stream_id)  # 404 for an unknown stream
 
         async def parts() -> AsyncIterator[bytes]:
             sent = None
             while not stopping.is_set():
                 started = time.monotonic()
-                frame = service.tap.view(stream_id).latest
-                if frame is not None and frame is not sent:
-                    jpeg = await anyio.to_thread.run_sync(render, frame, settings.preview_width)
-                    sent = frame
+                try:
+                    preview = await anyio.to_thread.run_sync(
+                        service.preview, stream_id, settings.preview_width, sent
+                    )
+                except StreamError:  # the stream was removed meanwhile
+                    break
+                if preview is not None:
+                    sent, jpeg = preview
                     yield (
                         b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: "
                         + str(len(jpeg)).encode()

@@ -15,16 +15,40 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from vapipe.pipeline.metrics import BUCKETS_S, Histogram
+from vapipe.pipeline.node import Node
 
 STATES = ("opening", "running", "reconnecting", "down", "stopping")
+SHARD_STAGE = ["shard", "stage"]
 
 
-def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
+def _buckets(counts: list[int]) -> list[tuple[str, float]]:
     cumulative, total = [], 0
-    for bound, count in zip([*map(str, BUCKETS_S), "+Inf"], histogram.counts, strict=True):
+    for bound, count in zip([*map(str, BUCKETS_S), "+Inf"], counts, strict=True):
         total += count
         cumulative.append((bound, float(total)))
     return cumulative
+
+
+def _histogram(histogram: Histogram) -> tuple[list[int], float]:
+    return list(histogram.counts), histogram.total_s
+
+
+def snapshot(nodes: dict[str, Node]) -> dict[str, Any]:
+    """What /metrics shows of one process's stages and links, as plain data (a shard sends
+    it to the parent)."""
+    stages = {}
+    for name, node in nodes.items():
+        metrics = node.metrics
+        stages[name] = {
+            "items": metrics.items,
+            "processing": _histogram(metrics.processing),
+            "latency": {s: _histogram(h) for s, h in list(metrics.latency.items())},
+            "links": [
+                (link.name, len(link), link.stats.dropped)
+                for link in (node.inbox.links if node.inbox is not None else ())
+            ],
+        }
+    return {"stages": stages, "gpu_memory_bytes": gpu_memory()}
 
 
 class ServiceCollector(Collector):
@@ -33,33 +57,39 @@ class ServiceCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         service = self.service
-        nodes = service.runner.nodes()
         frames = CounterMetricFamily(
-            "vapipe_stage_frames", "Frames (items) a stage has processed.", labels=["stage"]
+            "vapipe_stage_frames", "Frames (items) a stage has processed.", labels=SHARD_STAGE
         )
         processing = HistogramMetricFamily(
-            "vapipe_stage_processing_seconds", "Processing time per item.", labels=["stage"]
+            "vapipe_stage_processing_seconds", "Processing time per item.", labels=SHARD_STAGE
         )
         latency = HistogramMetricFamily(
             "vapipe_latency_seconds",
             "Capture-to-sink time of frames, per source, at the graph's last stages.",
-            labels=["stage", "source"],
+            labels=[*SHARD_STAGE, "source"],
         )
-        depth = GaugeMetricFamily("vapipe_queue_depth", "Items waiting in a link.", labels=["link"])
+        depth = GaugeMetricFamily(
+            "vapipe_queue_depth", "Items waiting in a link.", labels=["shard", "link"]
+        )
         drops = CounterMetricFamily(
-            "vapipe_queue_dropped", "Items a leaky link dropped.", labels=["link"]
+            "vapipe_queue_dropped", "Items a leaky link dropped.", labels=["shard", "link"]
         )
-        for name, node in nodes.items():
-            metrics = node.metrics
-            frames.add_metric([name], metrics.items)
-            processing.add_metric([name], _buckets(metrics.processing), metrics.processing.total_s)
-            for source, histogram in list(metrics.latency.items()):
-                latency.add_metric([name, source], _buckets(histogram), histogram.total_s)
-            if node.inbox is not None:
-                for link in node.inbox.links:
-                    depth.add_metric([link.name], len(link))
-                    drops.add_metric([link.name], link.stats.dropped)
-        yield from (frames, processing, latency, depth, drops)
+        gpu = GaugeMetricFamily(
+            "vapipe_gpu_memory_bytes", "GPU memory a process holds (torch).", labels=["shard"]
+        )
+        for shard, taken in service.metric_snapshots():
+            for name, stage in taken["stages"].items():
+                frames.add_metric([shard, name], stage["items"])
+                counts, total_s = stage["processing"]
+                processing.add_metric([shard, name], _buckets(counts), total_s)
+                for source, (counts, total_s) in stage["latency"].items():
+                    latency.add_metric([shard, name, source], _buckets(counts), total_s)
+                for link, waiting, dropped in stage["links"]:
+                    depth.add_metric([shard, link], waiting)
+                    drops.add_metric([shard, link], dropped)
+            if taken["gpu_memory_bytes"] is not None:
+                gpu.add_metric([shard], taken["gpu_memory_bytes"])
+        yield from (frames, processing, latency, depth, drops, gpu)
 
         streams = service.streams()
         yield GaugeMetricFamily("vapipe_streams", "Streams the service runs.", value=len(streams))
@@ -89,14 +119,9 @@ class ServiceCollector(Collector):
             "Events live-event clients lost by reading too slowly.",
             value=service.hub.dropped_total,
         )
-        gpu = _gpu_memory()
-        if gpu is not None:
-            yield GaugeMetricFamily(
-                "vapipe_gpu_memory_bytes", "GPU memory the process holds (torch).", value=gpu
-            )
 
 
-def _gpu_memory() -> float | None:
+def gpu_memory() -> float | None:
     """Where torch is in use on a CUDA/ROCm device: its allocated bytes; else unknown."""
     import sys
 

@@ -81,7 +81,10 @@ def serve_main(argv: list[str]) -> int:
     from vapipe.pipeline import config as config_module
     from vapipe.pipeline import graph as graph_module
     from vapipe.pipeline.event_hub import EventHub
-    from vapipe.pipeline.service import Service, with_tap
+    from vapipe.pipeline.runner import Runner
+    from vapipe.pipeline.service import Service, Streams, with_tap
+    from vapipe.pipeline.service_shards import ShardedService
+    from vapipe.pipeline.shards import ShardRunner, shard_count
 
     try:
         token = read_token(args.token_file)
@@ -91,16 +94,26 @@ def serve_main(argv: list[str]) -> int:
                 "(or --host 127.0.0.1)"
             )
         spec = config_module.load(args.config, args.overrides)
-        if spec.settings.shards != 1:
-            raise ConfigError(
-                "serve runs the graph in one process for now: set pipeline.shards = 1",
-                key="pipeline.shards",
-            )
         graph = graph_module.build(with_tap(spec), {args.stats: "--stats"} if args.stats else None)
         if args.stats:
             _check_writable(Path(args.stats))
         prepare_assets(graph)
-        service = Service(graph, EventHub())
+        shards = shard_count(spec.settings.shards)
+        service: Streams
+        runner: Runner | ShardRunner
+        if shards > 1:
+            sharded = ShardedService(
+                graph,
+                EventHub(),
+                shards,
+                overrides=tuple(args.overrides),
+                log_level=args.log_level,
+                log_format=args.log_format,
+            )
+            service, runner = sharded, sharded.runner
+        else:
+            local = Service(graph, EventHub())
+            service, runner = local, local.runner
         sock = listen(args.host, args.port)
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE, args.log_format)
@@ -123,10 +136,10 @@ def serve_main(argv: list[str]) -> int:
         if args.log_format == "json":
             json_line("info", message, host=host, port=port)
         else:
-            log.info("%s (streams: %s)", message, ", ".join(service.nodes))
+            log.info("%s (streams: %s)", message, ", ".join(graph.source_ids))
 
-    install_stop_signals(service.runner.on_signal)
-    result = service.runner.run(handle_signals=False, on_started=started)
+    install_stop_signals(runner.on_signal)
+    result = runner.run(handle_signals=False, on_started=started)
     server.should_exit = True
     if http.is_alive():
         http.join(10.0)

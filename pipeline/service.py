@@ -6,16 +6,19 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+from collections.abc import Callable, Collection
 from typing import Any
 
 from vapipe.pipeline.config import ConfigSpec, NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.event_hub import EventHub
 from vapipe.pipeline.graph import Graph, build, source_id_of
+from vapipe.pipeline.prom import snapshot
 from vapipe.pipeline.service_runner import ServiceRunner
+from vapipe.pipeline.stage import Stage
 from vapipe.pipeline.urls import mask_credentials, register_secrets_in
 from vapipe.pipeline.validation import validate
-from vapipe.stages.sinks.tap import ServiceTap
+from vapipe.stages.sinks.tap import ServiceTap, render
 
 TAP = "_service"
 STREAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -42,41 +45,150 @@ def with_tap(spec: ConfigSpec) -> ConfigSpec:
     )
 
 
-class Service:
-    """The streams of one ServiceRunner, by stream id (a source's source_id)."""
+def template_of(wanted: str | None, sources: list[str]) -> tuple[str | None, str | None]:
+    """The source node new streams copy (``serve.template``, or the only source), or why
+    there is none."""
+    if wanted is None:
+        if len(sources) == 1:
+            return sources[0], None
+        return None, (
+            f"the config has {len(sources)} sources: set serve.template to the one new "
+            "streams copy"
+        )
+    if wanted not in sources:
+        raise ConfigError(
+            f"'{wanted}' is not a source node ({', '.join(sources)})", key="serve.template"
+        )
+    return wanted, None
+
+
+class Streams:
+    """What a service of one process and one of shards share: the template, the checks of a
+    new stream's request, and the effective config."""
 
     def __init__(self, graph: Graph, hub: EventHub) -> None:
         self.graph = graph
         self.hub = hub
-        self.tap = ServiceTap(TAP, hub)
-        self.runner = ServiceRunner(graph, make_stage=self._make_stage)
         self.settings = graph.spec.serve
         self._lock = threading.Lock()  # one add or remove at a time
+        self.added: dict[str, dict[str, Any]] = {}
+        self.template, self.template_problem = template_of(self.settings.template, graph.sources)
+
+    def checked(self, body: Any, taken: Collection[str]) -> NodeSpec:
+        """The new stream's source node, from a POST body (``taken``: the stream ids in use)."""
+        if not isinstance(body, dict):
+            raise StreamError(400, 'expected a JSON object: {"id": ..., "uri": ...}')
+        register_secrets_in(body)
+        unknown = sorted(set(body) - {"id", "uri", "options"})
+        if unknown:
+            raise StreamError(422, f"unknown key '{unknown[0]}'; valid keys: id, uri, options")
+        stream_id, uri, options = body.get("id"), body.get("uri"), body.get("options", {})
+        if not isinstance(stream_id, str) or not STREAM_ID.fullmatch(stream_id):
+            raise StreamError(
+                400, "id: 1 to 64 letters, digits, '_' or '-', starting with a letter or digit"
+            )
+        if not isinstance(uri, str) or not uri:
+            raise StreamError(400, "uri: expected a string")
+        if not isinstance(options, dict):
+            raise StreamError(422, "options: expected a table of source keys")
+        if self.template is None:
+            raise StreamError(409, self.template_problem or "no template source")
+        if stream_id in taken or stream_id in self.graph.nodes:
+            raise StreamError(409, f"a stream or node '{stream_id}' exists already")
+        template = self.graph.nodes[self.template]
+        table = {
+            **template.config.model_dump(exclude_unset=True),
+            **{k: v for k, v in options.items() if k != "type"},
+            "uri": uri,
+            "source_id": stream_id,
+        }
+        try:
+            config = validate(
+                template.stage_cls.Config, table, "POST /api/streams", "", node=stream_id
+            )
+        except ConfigError as exc:
+            raise StreamError(422, str(exc)) from None
+        return NodeSpec(stream_id, template.stage_cls, config, None)
+
+    def _like(self, node_name: str) -> str:
+        """The config node a stream's source is linked as: itself, or the template it copies."""
+        return node_name if node_name in self.graph.nodes else str(self.template)
+
+    # What the HTTP API asks of either kind (docs/api.md says what each returns).
+    stopping: threading.Event
+
+    def streams(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def describe(self, stream_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def ready(self) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    def add(self, body: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def remove(self, stream_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def geometry(self, stream_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def replace_geometry(self, stream_id: str, body: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def preview(self, stream_id: str, width: int, after: Any = None) -> tuple[Any, bytes] | None:
+        raise NotImplementedError
+
+    def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
+        raise NotImplementedError
+
+    def _all_opened(self) -> tuple[bool, str]:
+        waiting = [s["id"] for s in self.streams() if s["state"] == "opening"]
+        if waiting:
+            return False, f"streams not open yet: {', '.join(waiting)}"
+        return True, "ready"
+
+    def effective_config(self) -> dict[str, Any]:
+        """The graph as it runs: the config's nodes and the streams added, secrets masked."""
+        nodes = {
+            name: {"type": node.stage_cls.type_name, **node.config.model_dump(mode="json")}
+            for name, node in self.graph.nodes.items()
+            if name != TAP
+        }
+        return _masked(
+            {
+                "file": self.graph.spec.file,
+                "links": [chain for chain in self.graph.spec.links if TAP not in chain],
+                "nodes": nodes,
+                "streams_added": list(self.added.values()),
+                "template": self.template,
+            }
+        )
+
+
+class Service(Streams):
+    """The streams of one ServiceRunner, by stream id (a source's source_id)."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        hub: EventHub,
+        make_stage: Callable[[str, NodeSpec], Stage] | None = None,
+    ) -> None:
+        super().__init__(graph, hub)
+        self.tap = ServiceTap(TAP, hub)
+        self._make_other = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
+        self.runner = ServiceRunner(graph, make_stage=self._make_stage)
+        self.stopping = self.runner.stop_requested
         # Stream id -> source node name; the config's own sources first.
         self.nodes: dict[str, str] = {
             source_id_of(graph.nodes[name]): name for name in graph.sources
         }
-        self.added: dict[str, dict[str, Any]] = {}
-        self.template, self.template_problem = self._template()
 
-    def _make_stage(self, name: str, spec: NodeSpec) -> Any:
-        return self.tap if name == TAP else spec.stage_cls(name, spec.config)
-
-    def _template(self) -> tuple[str | None, str | None]:
-        wanted = self.settings.template
-        sources = self.graph.sources
-        if wanted is None:
-            if len(sources) == 1:
-                return sources[0], None
-            return None, (
-                f"the config has {len(sources)} sources: set serve.template to the one new "
-                "streams copy"
-            )
-        if wanted not in sources:
-            raise ConfigError(
-                f"'{wanted}' is not a source node ({', '.join(sources)})", key="serve.template"
-            )
-        return wanted, None
+    def _make_stage(self, name: str, spec: NodeSpec) -> Stage:
+        return self.tap if name == TAP else self._make_other(name, spec)
 
     # -- what each stream reports --------------------------------------------------------
 
@@ -123,52 +235,20 @@ class Service:
         reconnecting."""
         if self.runner.ready_at is None:
             return False, "the pipeline is still opening its stages"
-        waiting = [s["id"] for s in self.streams() if s["state"] == "opening"]
-        if waiting:
-            return False, f"streams not open yet: {', '.join(waiting)}"
-        return True, "ready"
+        return self._all_opened()
 
     # -- adding and removing -------------------------------------------------------------
 
     def add(self, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise StreamError(400, 'expected a JSON object: {"id": ..., "uri": ...}')
-        register_secrets_in(body)
-        unknown = sorted(set(body) - {"id", "uri", "options"})
-        if unknown:
-            raise StreamError(422, f"unknown key '{unknown[0]}'; valid keys: id, uri, options")
-        stream_id, uri, options = body.get("id"), body.get("uri"), body.get("options", {})
-        if not isinstance(stream_id, str) or not STREAM_ID.fullmatch(stream_id):
-            raise StreamError(
-                400, "id: 1 to 64 letters, digits, '_' or '-', starting with a letter or digit"
-            )
-        if not isinstance(uri, str) or not uri:
-            raise StreamError(400, "uri: expected a string")
-        if not isinstance(options, dict):
-            raise StreamError(422, "options: expected a table of source keys")
-        if self.template is None:
-            raise StreamError(409, self.template_problem or "no template source")
         with self._lock:
-            if stream_id in self.nodes or stream_id in self.graph.nodes:
-                raise StreamError(409, f"a stream or node '{stream_id}' exists already")
-            template = self.graph.nodes[self.template]
-            table = {
-                **template.config.model_dump(exclude_unset=True),
-                **{k: v for k, v in options.items() if k != "type"},
-                "uri": uri,
-                "source_id": stream_id,
-            }
+            spec = self.checked(body, self.nodes)
             try:
-                config = validate(
-                    template.stage_cls.Config, table, "POST /api/streams", "", node=stream_id
-                )
-                spec = NodeSpec(stream_id, template.stage_cls, config, None)
-                self.runner.add_source(stream_id, spec, like=self.template)
+                self.runner.add_source(spec.name, spec, like=str(self.template))
             except (ConfigError, PipelineError) as exc:
                 raise StreamError(422, str(exc)) from None
-            self.nodes[stream_id] = stream_id
-            self.added[stream_id] = {"id": stream_id, "uri": uri, "options": options}
-        return self.describe(stream_id)
+            self.nodes[spec.name] = spec.name
+            self.added[spec.name] = added_entry(body)
+        return self.describe(spec.name)
 
     def remove(self, stream_id: str) -> dict[str, Any]:
         with self._lock:
@@ -180,10 +260,6 @@ class Service:
             del self.nodes[stream_id]
             self.added.pop(stream_id, None)
         return {"id": stream_id, "state": "removed"}
-
-    def _like(self, node_name: str) -> str:
-        """The config node a stream's source is linked as: itself, or the template it copies."""
-        return node_name if node_name in self.graph.nodes else str(self.template)
 
     def _analytics(self, stream_id: str) -> Any:
         """The analytics stage this stream's frames reach (409 if the graph has none)."""
@@ -210,22 +286,24 @@ class Service:
             raise StreamError(422, str(exc)) from None
         return dict(stage.geometry(stream_id))
 
-    def effective_config(self) -> dict[str, Any]:
-        """The graph as it runs: the config's nodes and the streams added, secrets masked."""
-        nodes = {
-            name: {"type": node.stage_cls.type_name, **node.config.model_dump(mode="json")}
-            for name, node in self.graph.nodes.items()
-            if name != TAP
-        }
-        return _masked(
-            {
-                "file": self.graph.spec.file,
-                "links": [chain for chain in self.graph.spec.links if TAP not in chain],
-                "nodes": nodes,
-                "streams_added": list(self.added.values()),
-                "template": self.template,
-            }
-        )
+    def preview(
+        self, stream_id: str, width: int, after: Any = None
+    ) -> tuple[Any, bytes] | None:
+        """The stream's latest frame drawn and as JPEG, ``width`` wide, with a key that
+        tells it apart; None if there is none yet, or it is still the one of key ``after``."""
+        self.describe(stream_id)  # 404 for an unknown stream
+        frame = self.tap.view(stream_id).latest
+        if frame is None or (frame.seq, frame.capture_time) == after:
+            return None
+        return (frame.seq, frame.capture_time), render(frame, width)
+
+    def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
+        return [("0", snapshot(self.runner.nodes()))]
+
+
+def added_entry(body: dict[str, Any]) -> dict[str, Any]:
+    """A stream added, as the effective config lists it (and a restarted shard adds it)."""
+    return {"id": body["id"], "uri": body["uri"], "options": body.get("options", {})}
 
 
 def _masked(value: Any) -> Any:

@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from vapipe.pipeline.config import ConfigSpec, NodeSpec
@@ -52,6 +53,10 @@ class ShardJob:
     """Sources across all shards (decoder threads are shared out among them)."""
     log_level: str = "info"
     log_format: str = "text"
+    serve: bool = False
+    """Run as a service's shard (pipeline/shard_service.py): streams come and go."""
+    added: tuple[dict[str, Any], ...] = ()
+    """Streams the service had added to this shard before it was restarted (request bodies)."""
 
 
 def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> ConfigSpec:
@@ -125,7 +130,7 @@ class RecordSender(Stage):
         return (message,)
 
 
-def run_shard(job: ShardJob, conn: Any) -> None:
+def run_shard(job: ShardJob, conn: Any, control: Any = None) -> None:
     """The shard process's entry point (multiprocessing, spawn)."""
     # The parent decides when to stop and tells each shard with SIGTERM: a terminal's Ctrl-C
     # reaches every process of the group, and a second signal here would mean "exit at once".
@@ -149,7 +154,7 @@ def run_shard(job: ShardJob, conn: Any) -> None:
                 log.warning("the parent process is gone: events are no longer delivered")
 
     try:
-        code, error, stats = _run(job, send)
+        code, error, stats = _run(job, send, control)
     except BaseException as exc:  # never a traceback wall from a shard: the parent says it
         code, error, stats = 1, f"shard {job.index}: {type(exc).__name__}: {exc}", {}
     send(("done", code, error, stats))
@@ -157,7 +162,7 @@ def run_shard(job: ShardJob, conn: Any) -> None:
         conn.close()
 
 
-def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
+def _run(job: ShardJob, send: Send, control: Any) -> tuple[int, str | None, dict[str, Any]]:
     from vapipe.pipeline import config as config_module
     from vapipe.pipeline import graph as graph_module
     from vapipe.pipeline.errors import ConfigError
@@ -169,7 +174,12 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
     setup_logging(job.log_level, job.log_format, prefix=f"shard{job.index} ")
     try:
         spec = config_module.parse(job.config_text, job.config, job.overrides)
-        spec = subset(spec, job.sources, job.restart)
+        if job.serve:
+            from vapipe.pipeline.shard_service import service_spec
+
+            spec = service_spec(spec, job.sources, job.restart)
+        else:
+            spec = subset(spec, job.sources, job.restart)
         graph = graph_module.build(spec)
     except ConfigError as exc:
         return EXIT_USAGE, str(exc), {}
@@ -182,19 +192,28 @@ def _run(job: ShardJob, send: Send) -> tuple[int, str | None, dict[str, Any]]:
             stage.resume_from(*job.resume[name])
         return stage
 
-    runner = Runner(
-        graph,
-        max_frames=job.max_frames,
-        make_stage=make_stage,
-        sources_in_run=job.sources_in_run,
-    )
+    runner: Runner
+    if job.serve:
+        from vapipe.pipeline.shard_service import ShardService
+
+        shard_service = ShardService(graph, job, send, make_stage)
+        runner = shard_service.runner
+        on_started: Callable[[Runner], None] | None = partial(shard_service.serve, control)
+    else:
+        runner = Runner(
+            graph,
+            max_frames=job.max_frames,
+            make_stage=make_stage,
+            sources_in_run=job.sources_in_run,
+        )
+        on_started = None
     # Every SIGTERM here drains: the parent sends one (it kills a shard outright with SIGKILL),
     # and its death sends one per thread it had (PR_SET_PDEATHSIG follows the creating thread).
     install_stop_signals(lambda signum: runner.on_signal(signum, exit_on_repeat=False))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if EARLY_STOP.is_set():
         runner.on_signal(signal.SIGTERM)
-    result = runner.run(handle_signals=False)
+    result = runner.run(handle_signals=False, on_started=on_started)
     stats = result.stats
     stats["process"] = _process_stats()
     if job.spawned_at is not None and runner.ready_at is not None:

@@ -38,12 +38,23 @@ class Ledger:
 
     def __init__(self, graph: Graph, sinks: Collection[str]) -> None:
         self._lock = threading.Lock()
+        self._graph, self._sinks = graph, sinks
         self.sources: dict[str, Delivered] = {}
         for node_name in graph.sources:
             node = graph.nodes[node_name]
-            uri = mask_credentials(str(getattr(node.config, "uri", node_name)))
-            wanted = [name for name in graph.downstream_of(node_name) if name in sinks]
-            self.sources[source_id_of(node)] = Delivered(node_name, uri, wanted)
+            uri = str(getattr(node.config, "uri", node_name))
+            self.track(source_id_of(node), node_name, uri, like=node_name)
+
+    def track(self, source_id: str, node: str, uri: str, like: str) -> None:
+        """A source from now on (a service's new stream: linked as node ``like`` is); one
+        that had this id before starts afresh."""
+        wanted = [name for name in self._graph.downstream_of(like) if name in self._sinks]
+        with self._lock:
+            self.sources[source_id] = Delivered(node, mask_credentials(uri), wanted)
+
+    def forget(self, source_id: str) -> None:
+        with self._lock:
+            self.sources.pop(source_id, None)
 
     def progress(self) -> int:
         """Frames delivered, over all sources (by the furthest sink of each)."""
@@ -89,7 +100,9 @@ class Ledger:
     ) -> list[tuple[Delivered, dict[str, Any]]]:
         """The ``source_down`` record of each source of these nodes (their shard died)."""
         down = []
-        for source_id, source in self.sources.items():
+        with self._lock:
+            sources = list(self.sources.items())
+        for source_id, source in sources:
             if source.node not in nodes:
                 continue
             with self._lock:

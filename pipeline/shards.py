@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
@@ -43,13 +43,14 @@ CORES_PER_SHARD = 2  # measured: 16 x 1080p on 16 cores, 8 shards beat 4 by 1.4x
 _JOIN_S = 10.0  # a shard that said "done" but does not exit is killed after this
 
 
-def shard_count(setting: int | str, sources: int, cpus: int | None = None) -> int:
-    """Shards to start: the setting, ``"auto"`` as one per 2 cores, never more than sources."""
+def shard_count(setting: int | str, sources: int | None = None, cpus: int | None = None) -> int:
+    """Shards to start: the setting, ``"auto"`` as one per 2 cores, never more than
+    ``sources`` (a service, whose streams come later, gives none)."""
     if setting == "auto":
         wanted = max(1, (cpus or os.cpu_count() or 1) // CORES_PER_SHARD)
     else:
         wanted = int(setting)
-    return max(1, min(wanted, sources))
+    return max(1, min(wanted, sources if sources is not None else wanted))
 
 
 def partition(sources: list[str], count: int) -> list[tuple[str, ...]]:
@@ -58,7 +59,7 @@ def partition(sources: list[str], count: int) -> list[tuple[str, ...]]:
 
 
 @dataclass
-class _Slot:
+class Slot:
     index: int
     sources: tuple[str, ...]
     device: str | None
@@ -66,6 +67,8 @@ class _Slot:
     process: Any = None
     done: tuple[int, str | None, dict[str, Any]] | None = None
     thread: threading.Thread | None = None
+    added: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Streams a service added to this shard while it runs: id -> the request's body."""
 
 
 class ShardRunner:
@@ -94,7 +97,7 @@ class ShardRunner:
         self._sink_locks: dict[str, threading.Lock] = {}
         devices = self.settings.devices
         self._slots = [
-            _Slot(index, group, devices[index % len(devices)] if devices else None)
+            Slot(index, group, devices[index % len(devices)] if devices else None)
             for index, group in enumerate(partition(graph.sources, count))
         ]
         self.ledger = Ledger(graph, ())
@@ -178,26 +181,30 @@ class ShardRunner:
 
     # -- one shard, from start to its end, restarts included ------------------------------
 
-    def _supervise(self, slot: _Slot, context: Any) -> None:
+    def _supervise(self, slot: Slot, context: Any) -> None:
         while True:
             reader, writer = context.Pipe(duplex=False)
             job = self._job(slot)
+            extra = self._process_args(slot, context)
             slot.process = context.Process(
-                target=run_shard, args=(job, writer), name=f"vapipe-shard{slot.index}"
+                target=run_shard, args=(job, writer, *extra), name=f"vapipe-shard{slot.index}"
             )
             slot.process.start()
             writer.close()
+            for end in extra:
+                end.close()  # the child's ends: theirs now
             log.info(
                 "shard%d (pid %d%s): %s",
                 slot.index,
                 slot.process.pid,
                 f", device {slot.device}" if slot.device else "",
-                ", ".join(slot.sources),
+                ", ".join(self._nodes_of(slot)) or "no streams yet",
             )
             if self.stop_requested.is_set():
                 _terminate(slot.process)
             slot.done = self._read(slot, reader)
             reader.close()
+            self._shard_ended(slot)
             slot.process.join(_JOIN_S if slot.done else None)
             if slot.process.is_alive():
                 _kill(slot.process)
@@ -208,7 +215,7 @@ class ShardRunner:
                     self._fail(ConfigError(error) if code == EXIT_USAGE else PipelineError(error))
                 return
             reason = (
-                f"shard {slot.index} ({', '.join(slot.sources)}) died "
+                f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) died "
                 f"({_exit_text(slot.process.exitcode)})"
             )
             self._sources_down(slot, reason)
@@ -223,8 +230,22 @@ class ShardRunner:
                 self.settings.shard_restarts,
             )
 
-    def _job(self, slot: _Slot) -> ShardJob:
-        resume = self.ledger.resume(slot.sources) if slot.restarts else {}
+    def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
+        """More arguments for the shard process (connections: closed here once it started)."""
+        return ()
+
+    def _shard_ended(self, slot: Slot) -> None:
+        """The shard's process has ended, or is about to (its pipe broke)."""
+
+    def _nodes_of(self, slot: Slot) -> tuple[str, ...]:
+        """The source nodes the shard runs."""
+        return slot.sources
+
+    def _other(self, slot: Slot, message: tuple[Any, ...]) -> None:
+        """A message from the shard that is not a record for the sinks."""
+
+    def _job(self, slot: Slot) -> ShardJob:
+        resume = self.ledger.resume(self._nodes_of(slot)) if slot.restarts else {}
         return ShardJob(
             index=slot.index,
             config=self.graph.spec.file,
@@ -241,7 +262,7 @@ class ShardRunner:
             log_format=self.log_format,
         )
 
-    def _read(self, slot: _Slot, reader: Any) -> tuple[int, str | None, dict[str, Any]] | None:
+    def _read(self, slot: Slot, reader: Any) -> tuple[int, str | None, dict[str, Any]] | None:
         """Deliver the shard's records until it says it is done (or its pipe breaks: None)."""
         while True:
             try:
@@ -257,6 +278,8 @@ class ShardRunner:
                 self._write(sink, records)
             elif kind == "done":
                 return message[1], message[2], message[3]
+            else:
+                self._other(slot, message)
 
     def _deliver_frame(
         self, sink: str, source_id: str, seq: int, pts: float, records: list[dict[str, Any]]
@@ -273,8 +296,10 @@ class ShardRunner:
         self._write(sink, records)
         self.ledger.delivered(source_id, sink, seq, pts)
 
-    def _sources_down(self, slot: _Slot, reason: str) -> None:
-        for source, record in self.ledger.went_down(slot.sources, slot.restarts + 1, reason):
+    def _sources_down(self, slot: Slot, reason: str) -> None:
+        for source, record in self.ledger.went_down(
+            self._nodes_of(slot), slot.restarts + 1, reason
+        ):
             self._write_all(source, record)
 
     def _write_all(self, source: Delivered, record: dict[str, Any]) -> None:

@@ -120,11 +120,12 @@ def test_metrics_snapshot_and_mjpeg(tmp_path: Path) -> None:
             }
 
         first = samples()
-        key = ("vapipe_stage_frames_total", (("stage", "det"),))
+        key = ("vapipe_stage_frames_total", (("shard", "0"), ("stage", "det")))
         wait_for(lambda: samples()[key] > first.get(key, 0) + 5, 120, "det's frames to grow")
         later = samples()
         assert later[("vapipe_stream_state", (("state", "running"), ("stream", "cam")))] == 1
-        assert later[("vapipe_stage_processing_seconds_count", (("stage", "det"),))] > 0
+        det = (("shard", "0"), ("stage", "det"))
+        assert later[("vapipe_stage_processing_seconds_count", det)] > 0
         assert later[("vapipe_stream_frames_total", (("stream", "cam"),))] > 0
 
         snapshot = http.get("/streams/cam/snapshot.jpg")

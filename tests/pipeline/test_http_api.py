@@ -5,7 +5,6 @@ path they guard."""
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -25,7 +24,7 @@ class StandIn:
     def __init__(self) -> None:
         self.settings = ServeSettings()
         self.hub = EventHub()
-        self.runner = SimpleNamespace(stop_requested=threading.Event(), nodes=dict)
+        self.stopping = threading.Event()
         self.fail_with: Exception | None = None
         self.added: list[Any] = []
 
@@ -43,6 +42,9 @@ class StandIn:
 
     def ready(self) -> tuple[bool, str]:
         return False, "the pipeline is still opening its stages"
+
+    def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
+        return [("0", {"stages": {}, "gpu_memory_bytes": None})]
 
 
 def test_a_failing_handler_is_one_line_and_the_service_answers_on() -> None:

@@ -129,7 +129,7 @@ def test_the_parent_drops_frames_delivered_before_a_restart_and_says_source_up_f
     import threading
 
     from vapipe.pipeline.graph import build
-    from vapipe.pipeline.shards import ShardRunner, _Slot
+    from vapipe.pipeline.shards import ShardRunner, Slot
 
     runner = ShardRunner(build(parse(CONFIG, "s.toml")), 2)
     sink = _Collecting()
@@ -141,7 +141,7 @@ def test_the_parent_drops_frames_delivered_before_a_restart_and_says_source_up_f
 
     for seq in range(3):
         frame(seq)
-    runner._sources_down(_Slot(0, ("a",), None), "shard 0 (a) died")
+    runner._sources_down(Slot(0, ("a",), None), "shard 0 (a) died")
     for seq in (1, 2, 3, 4):  # the restarted shard read the file again from frame 1
         frame(seq)
     kinds = [(r["event"], r["seq"]) for r in sink.records]
