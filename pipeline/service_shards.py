@@ -122,12 +122,8 @@ class ServiceShardRunner(ShardRunner):
 
     def _hello(self, control: Control) -> None:
         control.tell("listen", self.hub.listening)
-        slot = self._slots[control.index]
-        for stream_id, body in list(self.edits.items()):
-            if stream_id in slot.added or stream_id in self._config_ids(slot):
-                control.tell("replace_geometry", stream_id, body)
 
-    def _config_ids(self, slot: Slot) -> set[str]:
+    def config_ids(self, slot: Slot) -> set[str]:
         return {source_id_of(self.graph.nodes[name]) for name in slot.sources}
 
     def _shard_ended(self, slot: Slot) -> None:
@@ -137,7 +133,10 @@ class ServiceShardRunner(ShardRunner):
         return (*slot.sources, *slot.added)
 
     def _job(self, slot: Slot) -> ShardJob:
-        return dataclasses.replace(super()._job(slot), serve=True, added=(*slot.added.values(),))
+        ids = self.config_ids(slot) | set(slot.added)
+        edits = tuple((i, body) for i, body in list(self.edits.items()) if i in ids)
+        job = super()._job(slot)
+        return dataclasses.replace(job, serve=True, added=(*slot.added.values(),), edits=edits)
 
     def _other(self, slot: Slot, message: tuple[Any, ...]) -> None:
         kind = message[0]
@@ -161,7 +160,7 @@ class ShardedService(Streams):
         self.stopping = self.runner.stop_requested
         self.where: dict[str, int] = {}  # stream id -> shard index
         for slot in self.runner.slots:
-            for stream_id in self.runner._config_ids(slot):
+            for stream_id in self.runner.config_ids(slot):
                 self.where[stream_id] = slot.index
         self._last: dict[str, dict[str, Any]] = {}
         hub.on_listening = self._listening

@@ -57,6 +57,8 @@ class ShardJob:
     """Run as a service's shard (pipeline/shard_service.py): streams come and go."""
     added: tuple[dict[str, Any], ...] = ()
     """Streams the service had added to this shard before it was restarted (request bodies)."""
+    edits: tuple[tuple[str, Any], ...] = ()
+    """The line/zone edits the service had made to this shard's streams (id, PUT body)."""
 
 
 def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> ConfigSpec:

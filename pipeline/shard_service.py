@@ -82,11 +82,18 @@ class ShardService:
     def serve(self, control: Any, _runner: Runner) -> None:
         """Once the stages run: the streams this shard had before a restart come back, then
         the parent's requests are answered."""
+        edits = dict(self.job.edits)
         for body in self.job.added:
             try:
                 self.service.add(dict(body))
             except StreamError as exc:
                 log.warning("stream '%s' could not be added again: %s", body["id"], exc.message)
+        for stream_id, edit in edits.items():
+            try:
+                self.service.replace_geometry(stream_id, edit)
+            except StreamError as exc:
+                log.warning("stream '%s': its lines and zones not set again: %s", stream_id,
+                            exc.message)  # fmt: skip
         self._control = control
         self._reply(("hello",))
         threading.Thread(target=self._loop, daemon=True, name="control").start()

@@ -1,6 +1,6 @@
 """``run-pipeline serve`` with ``pipeline.shards = 2``: streams placed on the shard with the
 fewest, reported, previewed and measured across processes, and brought back with their
-events exactly once when their shard is killed."""
+events exactly once, and their line edits, when their shard is killed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.helpers import make_clip, probe_video, read_events, wait_for
+from tests.e2e.helpers import REPO, make_clip, probe_video, read_events, wait_for
 from tests.e2e.serve_helpers import Events, Served, per_source_outputs, serve
 
 SHARD_STARTED = re.compile(r"shard(\d+) \(pid (\d+)")
@@ -37,7 +37,9 @@ def shard_pid(served: Served, index: int) -> int:
 def test_streams_spread_over_shards_and_come_back_when_their_shard_dies(tmp_path: Path) -> None:
     clip = make_clip(tmp_path / "small.mp4", frames=30, rate=10)
     paced = (f"cam.uri={clip}", "cam.realtime=true", "pipeline.shards=2")
-    with serve(tmp_path, *per_source_outputs(), *paced) as served, served.client() as http:
+    config = REPO / "configs" / "analytics.toml"
+    outputs = per_source_outputs()
+    with serve(tmp_path, *outputs, *paced, config=config) as served, served.client() as http:
         wait_for(lambda: http.get("/readyz").status_code == 200, 180, "both shards ready")
         events = Events(served, "?type=frame,source_down,source_up,source_removed")
         # cam is on shard 0: the first new stream goes to the empty shard 1, the next to the
@@ -70,6 +72,9 @@ def test_streams_spread_over_shards_and_come_back_when_their_shard_dies(tmp_path
         picture = cv2.imdecode(np.frombuffer(snapshot.content, np.uint8), cv2.IMREAD_COLOR)
         assert picture is not None and picture.std() > 10, "not a decoded, real picture"
 
+        gate = {"lines": [{"name": "gate", "start": [80, 0], "end": [80, 119]}], "zones": []}
+        assert http.put("/api/streams/a/analytics", json=gate).status_code == 200
+
         os.kill(shard_pid(served, 1), signal.SIGKILL)
 
         def said(kind: str, source: str) -> list[dict]:
@@ -82,6 +87,8 @@ def test_streams_spread_over_shards_and_come_back_when_their_shard_dies(tmp_path
         events.wait(lambda items: len(frames_of(items, "a")) > mark + 5, 120, "a's frames again")
         again = http.get("/api/streams/a").json()
         assert again["state"] == "running" and again["shard"] == 1
+        lines = http.get("/api/streams/a/analytics").json()["lines"]
+        assert [line["name"] for line in lines] == ["gate"], "the line edit was lost"
         assert not said("source_down", "cam"), "a stream of the other shard went down"
 
         removed = http.delete("/api/streams/b")
