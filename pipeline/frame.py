@@ -62,9 +62,10 @@ class Frame:
     """Counts and occupancy at this frame, and the geometry to draw."""
     meta: dict[str, Any] = field(default_factory=dict)
     yuv: np.ndarray | None = None
-    """The picture as decoded, I420 planes ``(height * 3 / 2, width)``, when the source was
-    asked for it (OpenCL preprocessing converts colours itself). ``image`` is then made from
-    it on first use, with OpenCV's BT.601 conversion."""
+    """The picture as decoded, I420 planes ``(height * 3 / 2, width)``, for plain 4:2:0
+    pictures (limited-range BT.601 or untagged, even size, upright). ``image`` is then made
+    from it on first use, with OpenCV's BT.601 conversion: the one colour conversion of every
+    path (OpenCL preprocessing does the same arithmetic in its kernel)."""
 
     @property
     def shape(self) -> tuple[int, int, int]:

@@ -38,10 +38,11 @@ class PreprocessConfig(ParallelConfig):
     in_flight: int = Field(2, ge=1, le=8)
     """OpenCL: frames enqueued before the first is collected, so transfers overlap kernels."""
     yuv_input: bool = True
-    """OpenCL: take decoded 4:2:0 frames as they are (I420, half the bytes of BGR) and convert
-    colours in the kernel (BT.601, as OpenCV). Sources then skip their BGR conversion; stages
-    that draw convert on first use. Frames that are not plain yuv420p (full range, BT.709 or
-    wider colour, odd sizes, rotated) still come as BGR."""
+    """OpenCL: upload decoded 4:2:0 frames as they are (I420, half the bytes of BGR) and
+    convert colours in the kernel, with OpenCV's BT.601 arithmetic, as every other path does;
+    ``false`` uploads the BGR image made on the host (the same pixels). Frames that are not
+    plain yuv420p (full range, BT.709 or wider colour, odd sizes, rotated) come as BGR on
+    every path."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]``; default: the downstream model's input size."""
     placement: Literal["auto", "center", "top-left"] = "auto"
@@ -152,20 +153,15 @@ class PreprocessStage(BatchStage):
     def workers(self) -> int:
         return 1 if self.config.backend == "opencl" else self.config.workers
 
-    @property
-    def accepts_yuv420(self) -> bool:
-        """Whether sources should send I420 planes instead of BGR: half the bytes to queue
-        and upload, and no colour conversion on the source's thread."""
-        return self.opencl is not None and self.config.yuv_input
-
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
         if self.opencl is None:
             for frame in frames:
                 frame.tensor, frame.letterbox = self.tensor(frame.image)
                 self._let_go(frame)
             return frames
+        as_yuv = self.config.yuv_input
         pending = self.opencl.submit(
-            [frame.image if frame.yuv is None else frame.yuv for frame in frames]
+            [frame.yuv if as_yuv and frame.yuv is not None else frame.image for frame in frames]
         )
         self._in_flight.append((frames, pending))
         if len(self._in_flight) < self.config.in_flight:

@@ -65,7 +65,6 @@ class VideoSource(SourceStage):
         self._resume: tuple[int, float | None, float | None] | None = None
         self.timeline = Timeline(live=False, interval=DEFAULT_INTERVAL_S)
         self.decode_threads = 0
-        self.send_yuv = False
         self.yuv_frames = 0
         self._skip_until = 0
         self._images: list[str] | None = None
@@ -93,7 +92,6 @@ class VideoSource(SourceStage):
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.decode_threads = cfg.decode_threads or decoder_share(context.sources_in_run)
-        self.send_yuv = any(getattr(stage, "accepts_yuv420", False) for stage in context.downstream)
         self.source_id = cfg.source_id or self.name
         self.live = self.is_live(cfg)
         self.spec = spec_of(cfg)
@@ -331,7 +329,11 @@ class VideoSource(SourceStage):
 
     def _frame(self, picture: Any, pts: float) -> Frame:
         yuv = None
-        if self.send_yuv and plain_i420(picture, self.config.auto_rotate):
+        # One colour conversion on every path: plain 4:2:0 pictures travel as I420 and become
+        # BGR with OpenCV's BT.601 arithmetic (Frame.image, on first read), which is also what
+        # the OpenCL kernel does; the others are converted here by swscale, with their own
+        # matrix and range, for every stage alike.
+        if plain_i420(picture, self.config.auto_rotate):
             yuv = picture.to_ndarray(format="yuv420p")
             self.yuv_frames += 1
         if self.stream_info is None:
@@ -380,6 +382,6 @@ class VideoSource(SourceStage):
                 else "software"
             ),
             "decode_threads": self.decode_threads or "auto",
-            "frames_as_yuv420": self.yuv_frames if self.send_yuv else None,
+            "frames_as_yuv420": self.yuv_frames,
             "clock_restarts": self.timeline.discontinuities,
         }

@@ -80,10 +80,16 @@ def suppress(boxes: np.ndarray, scores: np.ndarray, width: int, height: int) -> 
 
 
 def frames_of(path: Path, count: int) -> list[np.ndarray]:
+    """The clip's first frames as BGR, in the colour definition vapipe uses on every path:
+    the decoded I420 planes through OpenCV's BT.601 conversion (not swscale's, whose integer
+    rounding differs by a level or two and moves scores past the tolerance)."""
     with av.open(str(path)) as container:
         images = []
         for frame in container.decode(video=0):
-            images.append(frame.to_ndarray(format="bgr24"))
+            if frame.format.name == "yuv420p":
+                images.append(cv2.cvtColor(frame.to_ndarray(), cv2.COLOR_YUV2BGR_I420))
+            else:  # dog.jpg: a full-range JPEG, converted by swscale as the source does
+                images.append(frame.to_ndarray(format="bgr24"))
             if len(images) == count:
                 break
         return images

@@ -1,8 +1,10 @@
-"""Frames as I420 planes: the OpenCL kernel converts colours itself, exactly as OpenCV would."""
+"""Frames as I420 planes: one colour conversion (OpenCV's BT.601 arithmetic) for the numpy
+path and the OpenCL kernel alike; tagged BT.709 and full-range pictures in their own colours."""
 
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from types import SimpleNamespace
 
 import av
@@ -58,17 +60,16 @@ def test_a_frame_makes_its_image_from_yuv_when_first_asked() -> None:
     assert frame.image is frame.image  # made once
 
 
-@pytest.mark.parametrize("yuv_input", [True, False])
-def test_a_source_sends_i420_to_opencl_preprocessing(device, yuv_input: bool) -> None:
+@pytest.mark.parametrize("backend", ["numpy", "opencl"])
+def test_a_source_hands_plain_pictures_over_as_i420_whatever_reads_them(
+    device, backend: str
+) -> None:
+    # One colour conversion on every path: the numpy path reads Frame.image, made from the
+    # planes with OpenCV's arithmetic, which the OpenCL kernel repeats.
     pre = PreprocessStage(
         "pre",
         PreprocessConfig(
-            backend="opencl",
-            yuv_input=yuv_input,
-            input_size=[416, 416],
-            placement="top-left",
-            color="bgr",
-            scale=1.0,
+            backend=backend, input_size=[416, 416], placement="top-left", color="bgr", scale=1.0
         ),
     )
     pre.open(StageContext("pre"))
@@ -76,16 +77,66 @@ def test_a_source_sends_i420_to_opencl_preprocessing(device, yuv_input: bool) ->
     source.open(StageContext("cam", downstream=[pre]))
     try:
         frame = next(item for item in source.frames() if isinstance(item, Frame))
-        if yuv_input:
-            assert frame.yuv is not None and frame.yuv.shape == (675, 800)
-            assert frame.__dict__["_image"] is None  # the source made no BGR copy
-            assert source.stats()["frames_as_yuv420"] == 1
-        else:
-            assert frame.yuv is None and frame.image.shape == (450, 800, 3)
-            assert source.stats()["frames_as_yuv420"] is None
+        assert frame.yuv is not None and frame.yuv.shape == (675, 800)
+        assert frame.__dict__["_image"] is None  # the source made no BGR copy
+        assert source.stats()["frames_as_yuv420"] == 1
+        expected, _ = numpy_stage(416, "top-left", "bgr", 1.0).tensor(
+            cv2.cvtColor(frame.yuv, cv2.COLOR_YUV2BGR_I420)
+        )
+        [done] = [*pre.process_batch([frame]), *pre.flush()]
+        assert np.array_equal(done.tensor, expected)
     finally:
         source.close()
         pre.close()
+
+
+BARS_BGR = [(20, 200, 60), (250, 250, 250), (5, 5, 5), (30, 90, 220)]
+
+
+def tagged_clip(path: Path, colorspace: int, color_range: int) -> Path:
+    """Four colour bars, encoded with this matrix (1: BT.709, 5: BT.601) and range (1:
+    limited, 2: full), and tagged so."""
+    image = np.zeros((120, 160, 3), np.uint8)
+    for index, colour in enumerate(BARS_BGR):
+        image[:, index * 40 : (index + 1) * 40] = colour
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 160, 120, "yuv420p"
+        stream.codec_context.colorspace = colorspace
+        stream.codec_context.color_range = color_range
+        for _ in range(3):
+            picture = av.VideoFrame.from_ndarray(image, format="bgr24").reformat(
+                format="yuv420p", dst_colorspace=colorspace, dst_color_range=color_range
+            )
+            picture.colorspace, picture.color_range = colorspace, color_range
+            for packet in stream.encode(picture):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("colorspace", "color_range"), [(1, 1), (1, 2), (5, 2)], ids=["bt709", "bt709-full", "full"]
+)
+def test_tagged_pictures_keep_their_colours_and_give_one_tensor_on_both_backends(
+    device, tmp_path: Path, colorspace: int, color_range: int
+) -> None:
+    clip = tagged_clip(tmp_path / "tagged.mp4", colorspace, color_range)
+    source = VideoSource("cam", SourceConfig(uri=str(clip)))
+    source.open(StageContext("cam"))
+    try:
+        frame = next(item for item in source.frames() if isinstance(item, Frame))
+    finally:
+        source.close()
+    assert frame.yuv is None, "not plain BT.601 limited range: converted by swscale"
+    for index, colour in enumerate(BARS_BGR):
+        got = frame.image[60, index * 40 + 20].astype(int)
+        assert np.abs(got - colour).max() <= 6, (index, got, colour)
+    spec = (160, "center", "rgb", 1 / 255)
+    kernel = OpenCLLetterbox(TensorSpec(160, 160, "center", True, 1 / 255))
+    expected, _ = numpy_stage(*spec).tensor(frame.image)
+    assert np.array_equal(kernel.result(kernel.submit([frame.image]))[0], expected)
 
 
 def picture(**overrides: object) -> SimpleNamespace:

@@ -194,6 +194,7 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
                 picture = SimpleNamespace(
                     pts=index,
                     time_base=Fraction(1, 25),
+                    format=SimpleNamespace(name="rgb24"),  # not 4:2:0: converted to BGR
                     to_ndarray=lambda format: np.zeros((2, 2, 3), np.uint8),
                 )
                 yield SimpleNamespace(stream=video, decode=lambda p=picture: [p])
