@@ -1,5 +1,6 @@
-"""``run-pipeline models list | fetch NAME... | info PATH|NAME``: the models this project
-knows, fetched into the user cache, and what any ONNX file says about itself."""
+"""``run-pipeline models list | fetch NAME... | info PATH|NAME | quantize MODEL``: the models
+this project knows, fetched into the user cache, what any ONNX file says about itself, and
+INT8/FP16 copies calibrated on the user's own footage."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 from vapipe.pipeline import assets
 from vapipe.pipeline.errors import PipelineError
+from vapipe.pipeline.logs import LOG_LEVELS
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+LOW_AGREEMENT = 0.9
 
 
 def main(argv: list[str]) -> int:
@@ -24,6 +27,7 @@ def main(argv: list[str]) -> int:
     fetch.add_argument("names", nargs="+")
     info = commands.add_parser("info", help="family, input, batch, classes, opset, size")
     info.add_argument("model", help="a manifest name or a path to an .onnx file")
+    add_quantize_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "list":
         return list_models()
@@ -31,7 +35,109 @@ def main(argv: list[str]) -> int:
         from vapipe.pipeline.tool_cmds import fetch_main
 
         return fetch_main(args.names)
+    if args.command == "quantize":
+        return run_quantize(args)
     return show_info(args.model)
+
+
+def add_quantize_parser(commands: Any) -> None:
+    quantize = commands.add_parser(
+        "quantize",
+        help="an INT8 or FP16 copy calibrated on your footage, with its agreement recorded",
+        description="Write an INT8 (static QDQ, per-channel weights) or FP16 copy of MODEL. "
+        "Calibration frames come from URI through the pipeline's own source and "
+        "preprocessing; every 5th is held out to measure how far the copy agrees with the "
+        "float model (share of its detections matched: same class, IoU >= 0.5; mean score "
+        "change) and how fast both run here. Both go into the file's metadata "
+        "(run-pipeline models info shows them).",
+    )
+    quantize.add_argument("model", help="a manifest name or a path to an .onnx file")
+    quantize.add_argument(
+        "--calibrate", required=True, metavar="URI",
+        help="footage like what the model will see: a file, sample:NAME, rtsp://...",
+    )  # fmt: skip
+    quantize.add_argument("--frames", type=int, default=200, help="frames taken (default 200)")
+    quantize.add_argument("--every", type=int, default=1, help="take every N-th frame")
+    quantize.add_argument("--to", choices=["int8", "fp16"], default="int8")
+    quantize.add_argument("-o", "--output", type=Path, help="default: MODEL_int8.onnx here")
+    quantize.add_argument(
+        "--keep-float", choices=["tail", "head", "none"], default="tail",
+        help="INT8: keep in float the head's decode after its last convolutions (tail, the "
+        "default), those convolutions too (head), or nothing (none: YOLOv8n then lost every "
+        "detection; bench/results/quantize.md)",
+    )  # fmt: skip
+    quantize.add_argument(
+        "--method", choices=["minmax", "percentile", "entropy"], default="minmax",
+        help="INT8: how activation ranges are set from the calibration frames (minmax, the "
+        "default: as many detections kept as percentile in bench/results/quantize.md, and "
+        "several times faster to calibrate)",
+    )  # fmt: skip
+    quantize.add_argument(
+        "--calibration-table", type=Path, metavar="DIR",
+        help="INT8: also write TensorRT's / MIGraphX's calibration table for the float model",
+    )  # fmt: skip
+    quantize.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+
+
+def run_quantize(args: Any) -> int:
+    from vapipe.models.quantize import quantize
+    from vapipe.pipeline.logs import setup_logging
+
+    setup_logging(args.log_level)
+    if args.frames < 2 or args.every < 1:
+        print("error: --frames must be 2 or more and --every 1 or more", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        path, facts = quantize(
+            args.model,
+            args.calibrate,
+            to=args.to,
+            output=args.output,
+            frames=args.frames,
+            every=args.every,
+            keep_float=args.keep_float,
+            method=args.method,
+            table=args.calibration_table,
+        )
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(path)
+    for key, value in agreement_lines(facts):
+        print(f"  {key}: {value}")
+    matched = facts["agreement"].get("matched")
+    if matched is not None and matched < LOW_AGREEMENT:
+        print(
+            f"warning: the copy finds only {matched:.0%} of the float model's detections on "
+            "the held-out frames; check it on your footage before using it (README: "
+            "Quantise a model)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def agreement_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    """What quantize recorded, as the lines ``quantize`` and ``models info`` print."""
+    agreement = facts.get("agreement", {})
+    lines = [("quantization", str(facts.get("quantization")))]
+    calibration = facts.get("calibration", {})
+    lines.append(
+        ("calibrated on", f"{calibration.get('frames')} frames of {calibration.get('uri')}")
+    )
+    matched = agreement.get("matched")
+    lines.append((
+        "agreement",
+        f"{matched:.1%} of {agreement.get('float_detections')} float detections matched "
+        f"on {agreement.get('held_out_frames')} held-out frames, mean score change "
+        f"{agreement.get('mean_score_change')}" if matched is not None else "no detections",
+    ))  # fmt: skip
+    if "fps" in agreement:
+        lines.append((
+            "speed here",
+            f"{agreement['fps']} fps against {agreement['float_fps']} float "
+            f"({agreement['speedup']}x, {agreement.get('threads')} threads)",
+        ))  # fmt: skip
+    return lines
 
 
 def list_models() -> int:
@@ -62,6 +168,11 @@ def show_info(model: str) -> int:
         print(f"error: {path}: not a readable ONNX model ({exc})", file=sys.stderr)
         return EXIT_FAILURE
     facts["licence"] = entry.get("licence", "not in the manifest: see the model's source")
+    from vapipe.models.quantize import recorded
+
+    quantised = recorded(path)
+    if quantised:
+        facts.update(agreement_lines(quantised))
     if entry.get("export"):
         facts["made with"] = entry["export"]
     width = max(map(len, facts))
