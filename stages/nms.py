@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import cv2
 import numpy as np
 from pydantic import Field
 
@@ -55,9 +56,45 @@ def nms(
     class_ids: np.ndarray | None = None,
     max_det: int | None = None,
 ) -> np.ndarray:
-    """Greedy NMS; returns kept indices, best score first. With ``class_ids`` only boxes of
-    the same class suppress each other (boxes are shifted apart per class, as torchvision's
-    batched_nms does)."""
+    """Greedy NMS; returns kept indices, best score first (equal scores in input order). With
+    ``class_ids`` only boxes of the same class suppress each other. A box is suppressed by a
+    better one whose IoU with it is above ``iou`` (equal is kept). OpenCV's batched NMS does
+    the work (15x faster at 500 boxes, 5x at 3,000: bench/results/nms.md) wherever it keeps
+    the same boxes as the numpy loop (tested on the sample clips, both families): every box
+    with a positive score and size. Otherwise, the numpy loop."""
+    if len(boxes) == 0:
+        return np.zeros(0, np.int64)
+    width, height = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    # OpenCV keeps only scores above its threshold (which must be >= 0), and measures
+    # boxes by width and height: an empty or inverted box is not one it can compare.
+    if (scores > 0).all() and (width > 0).all() and (height > 0).all():
+        keep = nms_opencv(boxes, scores, iou, class_ids)
+    else:
+        keep = nms_numpy(boxes, scores, iou, class_ids)
+    return keep[:max_det] if max_det is not None else keep
+
+
+def nms_opencv(
+    boxes: np.ndarray, scores: np.ndarray, iou: float, class_ids: np.ndarray | None = None
+) -> np.ndarray:
+    # OpenCV's stubs name sequences; its binding takes arrays as they are (no list per box).
+    xywh: Any = np.empty((len(boxes), 4), np.float64)
+    xywh[:, :2] = boxes[:, :2]
+    xywh[:, 2:] = boxes[:, 2:] - boxes[:, :2]
+    confidence: Any = scores.astype(np.float32, copy=False)
+    if class_ids is None:
+        kept = cv2.dnn.NMSBoxes(xywh, confidence, 0.0, float(iou))
+    else:
+        classes: Any = class_ids.astype(np.int32)
+        kept = cv2.dnn.NMSBoxesBatched(xywh, confidence, classes, 0.0, float(iou))
+    return np.asarray(kept, np.int64).reshape(-1)
+
+
+def nms_numpy(
+    boxes: np.ndarray, scores: np.ndarray, iou: float, class_ids: np.ndarray | None = None
+) -> np.ndarray:
+    """The same greedy NMS as a numpy loop (boxes are shifted apart per class, as
+    torchvision's batched_nms does)."""
     if len(boxes) == 0:
         return np.zeros(0, np.int64)
     work = boxes.astype(np.float64)
@@ -66,8 +103,7 @@ def nms(
         work = work + (class_ids.astype(np.float64) * span)[:, None]
     order = np.argsort(-scores, kind="stable")
     keep: list[int] = []
-    limit = max_det or len(order)
-    while order.size and len(keep) < limit:
+    while order.size:
         best = order[0]
         keep.append(int(best))
         if order.size == 1:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vapipe.stages.detections import Detections
-from vapipe.stages.nms import NmsConfig, NmsStage, nms
+from vapipe.stages.nms import NmsConfig, NmsStage, nms, nms_numpy, nms_opencv
 from vapipe.stages.preprocess.geometry import letterbox_for
 
 
@@ -104,3 +104,54 @@ def test_score_exactly_at_conf_is_kept() -> None:
         class_id=np.array([0, 0], np.int32),
     )
     assert stage.select(found, None).score.tolist() == [0.5]
+
+
+def test_opencv_and_the_numpy_loop_keep_the_same_at_the_boundary() -> None:
+    # IoU exactly 0.5 (areas 100 and 50, all of the smaller inside): kept at iou = 0.5,
+    # suppressed just below; equal scores keep input order.
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 5], [20, 20, 30, 30], [20, 20, 30, 30]], float)
+    scores = np.array([0.9, 0.8, 0.7, 0.7])
+    for iou in (0.5, 0.4999):
+        for ids in (None, np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1])):
+            expected = brute_force_nms(boxes, scores, iou, ids)
+            assert nms_opencv(boxes, scores, iou, ids).tolist() == expected, (iou, ids)
+            assert nms_numpy(boxes, scores, iou, ids).tolist() == expected, (iou, ids)
+    assert nms(boxes, scores, 0.5).tolist() == [0, 1, 2]
+    # What OpenCV cannot take goes to the numpy loop, with the same answer as brute force.
+    flat = np.array([[0, 0, 10, 0], [0, 0, 10, 10]], float)
+    assert nms(flat, np.array([0.9, 0.8]), 0.5).tolist() == [0, 1]
+    assert nms(boxes[:2], np.array([0.0, 0.8]), 0.5).tolist() == [1, 0]
+
+
+@pytest.fixture(scope="module")
+def candidates() -> list[tuple[str, Detections]]:
+    """Raw head candidates (before NMS) of a few frames of each sample clip, both families."""
+    from vapipe.models.calibration import open_model, take_frames
+
+    found = []
+    for model in ("yolox-nano", "yolov8n"):
+        infer = open_model(model)
+        try:
+            for clip in ("people", "traffic", "horses"):
+                for frame in take_frames(f"sample:{clip}", infer, 3, every=7).frames:
+                    [done] = infer.process_batch([frame])
+                    assert done.detections is not None
+                    found.append((f"{model} {clip} {frame.seq}", done.detections))
+        finally:
+            infer.close()
+    return found
+
+
+@pytest.mark.parametrize("conf", [0.01, 0.25])
+@pytest.mark.parametrize("iou", [0.45, 0.7])
+def test_opencv_keeps_what_the_numpy_loop_keeps_on_the_sample_clips(
+    candidates: list[tuple[str, Detections]], conf: float, iou: float
+) -> None:
+    compared = 0
+    for where, found in candidates:
+        chosen = found[np.flatnonzero(found.score >= conf)]
+        for ids in (chosen.class_id, None):
+            fast = nms_opencv(chosen.xyxy, chosen.score, iou, ids).tolist()
+            assert fast == nms_numpy(chosen.xyxy, chosen.score, iou, ids).tolist(), where
+            compared += len(chosen.score)
+    assert compared > 1000, "too few boxes to compare"
