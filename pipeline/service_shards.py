@@ -113,7 +113,6 @@ class ServiceShardRunner(ShardRunner):
         self.slots = self._slots
         self.controls: dict[int, Control] = {}
         self.edits: dict[str, Any] = {}  # stream id -> its last line/zone edit
-        self.on_hello: Any = None
 
     def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
         ours, theirs = context.Pipe(duplex=True)
