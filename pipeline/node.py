@@ -3,6 +3,7 @@ and the hand-over of its outputs in input order."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from vapipe.pipeline.frame import Message
 from vapipe.pipeline.metrics import StageMetrics
 from vapipe.pipeline.queues import Inbox, LinkQueue
 from vapipe.pipeline.stage import Stage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -58,3 +61,14 @@ class Node:
     def push(self, item: Any) -> None:
         for link in self.outputs:
             link.put(item)
+
+    def stats(self) -> dict[str, Any]:
+        """Its metrics, open time and the stage's own stats."""
+        entry = self.metrics.summary()
+        if self.open_s is not None:
+            entry["open_s"] = round(self.open_s, 3)
+        try:
+            entry.update(self.stage.stats())
+        except Exception as exc:  # stats must never mask the run's real outcome
+            log.debug("stats of %s failed: %s", self.metrics.name, exc)
+        return entry

@@ -20,6 +20,7 @@ from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.launch import since_launch, startup_phases
 from vapipe.pipeline.metrics import StageMetrics, queue_summary
 from vapipe.pipeline.node import Node
 from vapipe.pipeline.outcome import (
@@ -64,6 +65,7 @@ class Runner:
         self._started_at = 0.0
         self._wall_s = 0.0
         self.ready_at: float | None = None  # time.time() once every stage opened and started
+        self._ready_s: float | None = None
 
     # -- public -------------------------------------------------------------------------
 
@@ -90,6 +92,7 @@ class Runner:
         try:
             self._start_threads()
             self.ready_at = time.time()
+            self._ready_s = since_launch()
             if on_started:
                 on_started(self)
             self._wait()
@@ -108,16 +111,8 @@ class Runner:
                     node.stage.stop()
 
     def stats(self) -> dict[str, Any]:
-        stages: dict[str, Any] = {}
-        for name, node in self.nodes().items():
-            entry = node.metrics.summary()
-            if node.open_s is not None:
-                entry["open_s"] = round(node.open_s, 3)
-            try:
-                entry.update(node.stage.stats())
-            except Exception as exc:  # stats must never mask the run's real outcome
-                log.debug("stats of %s failed: %s", name, exc)
-            stages[name] = entry
+        stages = {name: node.stats() for name, node in self.nodes().items()}
+        ends = [n for name, n in self.nodes().items() if not self.graph.successors(name)]
         queues = {
             link.name: queue_summary(link, name)
             for name, node in self.nodes().items()
@@ -130,6 +125,7 @@ class Runner:
             "config": self.graph.spec.file,
             "wall_s": round(wall, 3),
             "open_s": round(sum(opening), 3),
+            "startup": startup_phases(self._started_at, self._ready_s, ends),
             "stages": stages,
             "queues": queues,
         }

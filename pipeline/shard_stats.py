@@ -28,6 +28,7 @@ def merge_stats(
             **shard,
             "wall_s": child.get("wall_s"),
             "process": child.get("process", {}),
+            "startup": child.get("startup", {}),
             "stages": child.get("stages", {}),
         }
         for shard, child in zip(shards, children, strict=True)

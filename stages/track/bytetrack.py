@@ -14,7 +14,6 @@ before matching, its score going to the vote.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.track import kalman
@@ -115,6 +114,9 @@ class ByteTracker:
         # but the gate is the overlap itself: fused, a 0.3 detection needed IoU 0.67 to
         # continue its track, and a car entering the picture (its box growing) lost its id.
         ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
+        # Imported here: scipy.optimize costs 0.7 s of start-up to every run, tracker or not.
+        from scipy.optimize import linear_sum_assignment
+
         rows, cols = linear_sum_assignment(-ranked)
         good = overlap[rows, cols] >= min_iou
         return tracks[rows[good]], candidates[cols[good]]

@@ -52,6 +52,12 @@ class TorchConfig(StageConfig):
     """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
     (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
     GPU devices. Where capture fails the model runs op by op, with a warning."""
+    cache_dir: str = "auto"
+    """The compiled-model cache: the converted model traced per batch size, with its check
+    against onnxruntime, so a restart neither converts nor checks again (and imports neither
+    onnx nor onnx2torch). Keyed by the model's sha256, the torch/onnx2torch/vapipe versions,
+    the device, dtype and batch sizes; a corrupt entry is rebuilt. ``auto``:
+    ``$XDG_CACHE_HOME/vapipe/compiled`` (``~/.cache/vapipe/compiled``); ``off``: none."""
 
 
 class AutoConfig(StageConfig):

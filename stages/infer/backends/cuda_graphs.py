@@ -119,8 +119,9 @@ class GraphedBatches:
     overtake this one's clone.
     """
 
-    def __init__(self, torch: Any, module: Any, sizes: tuple[int, ...], sample: Any) -> None:
-        """``sample``: one input on the device (batch 1), repeated to each batch size."""
+    def __init__(self, torch: Any, modules: dict[int, Any], sample: Any) -> None:
+        """``modules``: batch size to a module that takes exactly that batch (specialised or
+        traced); ``sample``: one input on the device (batch 1), repeated to each size."""
         self._torch = torch
         self._lock = threading.Lock()
         self._graphs: dict[int, tuple[Any, Any, Any]] = {}
@@ -129,9 +130,9 @@ class GraphedBatches:
         # One side stream for every warm-up: the allocator caches blocks per stream, and a
         # stream per size kept each size's warm-up memory reserved for good.
         self._side = torch.cuda.Stream(device=sample.device)
-        for size in sizes:
+        for size, fixed in sorted(modules.items()):
             static_in = sample.repeat(size, *([1] * (sample.dim() - 1))).contiguous()
-            graph, static_out, expected = self._capture(module, static_in, pool)
+            graph, static_out, expected = self._capture(fixed, static_in, pool)
             pool = graph.pool()  # one memory pool: replays never overlap (the lock)
             graph.replay()
             error = relative_error(static_out.float().cpu().numpy(), expected.float().cpu().numpy())
@@ -142,9 +143,8 @@ class GraphedBatches:
         torch.cuda.empty_cache()  # the warm-ups' blocks: replays use the graphs' own pool
         self.capture_s = time.monotonic() - started
 
-    def _capture(self, module: Any, static_in: Any, pool: Any) -> tuple[Any, Any, Any]:
+    def _capture(self, fixed: Any, static_in: Any, pool: Any) -> tuple[Any, Any, Any]:
         torch = self._torch
-        fixed = specialise(torch, module, static_in)
         # Warm-up on a side stream, as capture requires: lazy initialisation (cuDNN handles,
         # kernel choice) must not happen inside the graph.
         side = self._side

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,28 +24,110 @@ from vapipe.stages.infer.backends import (
 )
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
 from vapipe.stages.infer.backends.config import TorchConfig
-from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches, first_output
+from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches, first_output, specialise
+from vapipe.stages.infer.backends.torch_cache import Entry, ModelCache, cache_root
 
 log = logging.getLogger(__name__)
 
 
 class TorchBackend:
     graphs: GraphedBatches | None = None
+    fixed: dict[int, Any] | None = None
+    """With the compiled-model cache: one traced module per batch size (batches are padded
+    to one); without it, ``module`` takes any batch."""
+    module: Any = None
 
     def __init__(self, path: str, *, name: str, config: TorchConfig, max_batch: int = 1) -> None:
         device, fp16 = config.device, config.fp16
+        self.startup: dict[str, Any] = {}
+        clock = time.perf_counter()
         try:
-            import onnx
             import torch
-            from onnx2torch import convert
         except ImportError as exc:
             raise MissingDependencyError(
                 exc.name or "torch", 'backend = "torch"', extra="torch"
             ) from None
         self._torch = torch
+        self.startup["import_s"] = round(time.perf_counter() - clock, 3)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.torch_device = torch.device(device)
+        label = (
+            torch.cuda.get_device_name(self.torch_device)
+            if self.torch_device.type == "cuda"
+            else "cpu"
+        )
+        self.startup["device_s"] = round(
+            max(time.perf_counter() - clock - self.startup["import_s"], 0.0), 3
+        )
+        self.dtype = torch.float16 if fp16 else torch.float32
+        if not fp16:
+            # PyTorch runs float32 convolutions as TF32 on NVIDIA GPUs by default: about three
+            # significant digits, enough to move boxes. float32 here means float32.
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        kind = "rocm" if getattr(torch.version, "hip", None) else self.torch_device.type
+        self.device = f"torch:{kind}:{self.torch_device.index or 0} ({label})"
+        self.pinned = self.torch_device.type == "cuda"
+        self._staging = threading.local()
+        log.info(
+            "%s: PyTorch %s on %s%s", name, torch.__version__, self.device, " fp16" if fp16 else ""
+        )
+        tolerance = 5e-2 if fp16 else 1e-3
+        root = cache_root(config.cache_dir)
+        if root is None:
+            self.startup["cache"] = "off"
+            self._convert(path, name)
+            self.max_error = self._timed("check_s", self._verify, path, tolerance)
+        else:
+            cache = ModelCache(
+                root, path, torch_version=torch.__version__,
+                device=f"{kind}:{self.torch_device} ({label})",
+                dtype=str(self.dtype), sizes=batch_ladder(max_batch),
+            )  # fmt: skip
+            with cache.locked():
+                entry = self._timed("load_s", cache.load, torch)
+                self.startup["cache"] = "hit" if entry is not None else "built"
+                if entry is None:
+                    entry = self._build(path, name, cache.sizes, tolerance)
+                    self._timed("store_s", cache.store, torch, entry)
+            self.info, self.fixed, self.max_error = entry.info, entry.modules, entry.max_error
+            # TorchScript's executor would re-optimise the modules on their first calls
+            # (fusing kernels, compiled with NVRTC on a GPU): slower to start and other
+            # arithmetic than the module that was checked. Process-wide, but nothing else
+            # here runs TorchScript.
+            torch._C._set_graph_executor_optimize(False)
+            self.module = None  # onnx2torch's module: the traced ones replace it
+            log.info(
+                "%s: compiled-model cache %s: %s", name,
+                "hit" if self.startup["cache"] == "hit" else "entry built", cache.dir,
+            )  # fmt: skip
+        self.graphs = self._timed("capture_s", self._capture, name, config, max_batch)
+        self.startup["total_s"] = round(time.perf_counter() - clock, 3)
+        log.info(
+            "%s: model ready in %.2f s (%s)", name, self.startup["total_s"],
+            ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in self.startup.items()
+                      if k.endswith("_s") and k != "total_s"),
+        )  # fmt: skip
+
+    def _timed(self, phase: str, call: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            spent = time.perf_counter() - started
+            self.startup[phase] = round(self.startup.get(phase, 0.0) + spent, 3)
+
+    def _convert(self, path: str, name: str) -> None:
+        """onnx2torch's module of ``path`` (any batch) in ``self.module``, and its info."""
+        started = time.perf_counter()
+        try:
+            import onnx
+            from onnx2torch import convert
+        except ImportError as exc:
+            raise MissingDependencyError(
+                exc.name or "onnx2torch", 'backend = "torch"', extra="torch"
+            ) from None
         rewrite = make_batch_dynamic(path)
         model = onnx.load_from_string(rewrite.model) if rewrite.model else onnx.load(path)
         bridged = _bridge_newer_opsets(model)
@@ -58,12 +142,6 @@ class TorchBackend:
             module = convert(model)
         except Exception as exc:
             raise PipelineError(f"onnx2torch cannot convert {path}: {exc}") from exc
-        self.dtype = torch.float16 if fp16 else torch.float32
-        if not fp16:
-            # PyTorch runs float32 convolutions as TF32 on NVIDIA GPUs by default: about three
-            # significant digits, enough to move boxes. float32 here means float32.
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
         self.module = module.eval().to(self.torch_device, dtype=self.dtype)
         graph_input = model.graph.input[0]
         dims = [d.dim_value or d.dim_param for d in graph_input.type.tensor_type.shape.dim]
@@ -72,25 +150,49 @@ class TorchBackend:
         ]
         meta = {prop.key: prop.value for prop in model.metadata_props}
         self.info = ModelInfo(graph_input.name, dims, np.dtype(np.float32), out_dims, meta)
-        kind = "rocm" if getattr(torch.version, "hip", None) else self.torch_device.type
-        label = (
-            torch.cuda.get_device_name(self.torch_device)
-            if self.torch_device.type == "cuda"
-            else "cpu"
-        )
-        self.device = f"torch:{kind}:{self.torch_device.index or 0} ({label})"
-        self.pinned = self.torch_device.type == "cuda"
-        self._staging = threading.local()
-        log.info(
-            "%s: PyTorch %s on %s%s", name, torch.__version__, self.device, " fp16" if fp16 else ""
-        )
-        self.max_error = self._verify(path, tolerance=5e-2 if fp16 else 1e-3)
-        self.graphs = self._capture(name, config, max_batch)
+        self.startup["convert_s"] = round(time.perf_counter() - started, 3)
+
+    def _build(self, path: str, name: str, sizes: tuple[int, ...], tolerance: float) -> Entry:
+        """Convert, check against onnxruntime, then trace one module per batch size, each
+        checked against the converted module on input it was not traced with."""
+        self._convert(path, name)
+        max_error = self._timed("check_s", self._verify, path, tolerance)
+        started = time.perf_counter()
+        torch, rng = self._torch, np.random.default_rng(2)
+        modules = {}
+        for size in sizes:
+            traced_on, checked_on = (
+                torch.from_numpy(rng.random(concrete_shape(self.info, size), np.float32))
+                .to(self.torch_device, dtype=self.dtype)
+                for _ in range(2)
+            )
+            with torch.inference_mode():
+                fixed = _FirstOutput(specialise(torch, self.module, traced_on))
+            with torch.no_grad(), warnings.catch_warnings():
+                # The tracer warns of every shape read from a tensor: at a fixed shape those
+                # are constants, and the check below runs the trace on other input.
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                warnings.simplefilter("ignore", FutureWarning)  # see torch_cache's docstring
+                traced = torch.jit.trace(fixed, traced_on, check_trace=False).eval()
+                error = relative_error(
+                    traced(checked_on).float().cpu().numpy(),
+                    first_output(self.module(checked_on)).float().cpu().numpy(),
+                )
+            if not error <= tolerance:
+                raise PipelineError(
+                    f"the traced module of {path} at batch {size} differs from the converted "
+                    f"one (relative error {error:.3g}); set cache_dir = \"off\""
+                )
+            modules[size] = traced
+        self.startup["trace_s"] = round(time.perf_counter() - started, 3)
+        return Entry(modules, self.info, max_error)
 
     @property
     def batch_sizes(self) -> tuple[int, ...] | None:
-        """The captured batch sizes (batches are padded to one), or None: any size."""
-        return self.graphs.sizes if self.graphs is not None else None
+        """The captured or traced batch sizes (batches are padded to one), or None: any."""
+        if self.graphs is not None:
+            return self.graphs.sizes
+        return tuple(sorted(self.fixed)) if self.fixed else None
 
     def _capture(self, name: str, config: TorchConfig, max_batch: int) -> GraphedBatches | None:
         """CUDA graphs for every padded batch size, or None (CPU, turned off, or the capture
@@ -100,12 +202,17 @@ class TorchBackend:
             if wanted:
                 log.warning("%s: cuda_graphs needs a GPU device; running without", name)
             return None
-        sample = self._torch.from_numpy(
+        torch = self._torch
+        sample = torch.from_numpy(
             np.random.default_rng(1).random(concrete_shape(self.info, 1), np.float32)
         ).to(self.torch_device, dtype=self.dtype)
         try:
-            with self._torch.inference_mode():
-                graphs = GraphedBatches(self._torch, self.module, batch_ladder(max_batch), sample)
+            with torch.inference_mode():
+                modules = self.fixed or {
+                    size: specialise(torch, self.module, sample.repeat(size, 1, 1, 1))
+                    for size in batch_ladder(max_batch)
+                }
+                graphs = GraphedBatches(torch, modules, sample)
         except Exception as exc:
             log.warning(
                 "%s: CUDA graphs cannot be captured for this model (%s: %s); running op by op",
@@ -154,9 +261,19 @@ class TorchBackend:
             if self.graphs is not None and count <= self.graphs.sizes[-1]:
                 rows = padded_size(count, self.graphs.sizes)
                 return self.graphs.run(self._staged(batch, rows), count)
-            tensor = self._staged(batch, count)
+            if self.fixed is None:
+                tensor = self._staged(batch, count)
+                tensor = tensor.to(self.torch_device, dtype=self.dtype, non_blocking=True)
+                return first_output(self.module(tensor))
+        largest = max(self.fixed)
+        if count > largest:
+            return torch.cat([self.run_on_device(batch[i : i + largest])
+                              for i in range(0, count, largest)])  # fmt: skip
+        rows = padded_size(count, tuple(sorted(self.fixed)))
+        tensor = self._staged(batch, rows)
+        with torch.inference_mode():
             tensor = tensor.to(self.torch_device, dtype=self.dtype, non_blocking=True)
-            return first_output(self.module(tensor))
+            return self.fixed[rows](tensor)[:count]
 
     def _staged(self, batch: np.ndarray, rows: int) -> Any:
         """The batch in a host tensor of ``rows`` rows (rows past the batch: zeros or an
@@ -180,15 +297,34 @@ class TorchBackend:
     def stats(self) -> dict[str, Any]:
         return {
             "provider": self.device,
-            "batch_mode": "dynamic" if self.graphs is None else "padded",
+            "batch_mode": "padded" if self.batch_sizes else "dynamic",
             "max_rel_error_vs_onnxruntime": self.max_error,
             "cuda_graphs": self.graphs.sizes if self.graphs else None,
             "cuda_graph_capture_s": round(self.graphs.capture_s, 2) if self.graphs else None,
+            "startup": dict(self.startup),
         }
 
     def close(self) -> None:
         self.module = None
+        self.fixed = None
         self.graphs = None
+
+
+class _FirstOutput:
+    """A module's first output only, so that a traced module returns one tensor."""
+
+    def __new__(cls, module: Any) -> Any:
+        import torch
+
+        class FirstOutput(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, batch: Any) -> Any:
+                return first_output(self.inner(batch))
+
+        return FirstOutput(module)
 
 
 def _bridge_newer_opsets(model: Any) -> list[str]:

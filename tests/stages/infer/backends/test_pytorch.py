@@ -6,6 +6,8 @@ in bench/gpu_bench.py runs this backend on a real GPU).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -19,12 +21,17 @@ pytest.importorskip("onnx2torch")
 from vapipe.stages.infer.backends.pytorch import TorchBackend  # noqa: E402
 
 
+@pytest.mark.parametrize("cached", [False, True], ids=["cache-off", "traced-and-cached"])
 @pytest.mark.parametrize(
     ("model", "size", "scale"), [("yolox_nano.onnx", 416, 255.0), ("yolov8n.onnx", 640, 1.0)]
 )
-def test_torch_matches_onnxruntime_in_batches(model: str, size: int, scale: float) -> None:
+def test_torch_matches_onnxruntime_in_batches(
+    model: str, size: int, scale: float, cached: bool, tmp_path: Path
+) -> None:
     path = str(asset("models", model))
-    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu"))
+    config = TorchConfig(device="cpu", cache_dir=str(tmp_path) if cached else "off")
+    backend = TorchBackend(path, name="det", config=config, max_batch=2)
+    assert backend.batch_sizes == ((1, 2) if cached else None)
     assert backend.max_error < 1e-3 and backend.device.startswith("torch:cpu")
     reference = OnnxBackend(
         path, name="ref", config=OnnxRuntimeConfig(providers=["cpu"]), max_batch=1
@@ -71,7 +78,7 @@ def test_specialised_module_reads_nothing_back_from_the_device(model: str) -> No
     from vapipe.stages.infer.backends.cuda_graphs import first_output, specialise
 
     path = str(asset("models", model))
-    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu"))
+    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu", cache_dir="off"))
     size = backend.info.input_shape[2]
     batch = torch.rand((2, 3, size, size)) * 255
     fixed = specialise(torch, backend.module, batch)
@@ -89,7 +96,8 @@ def test_specialised_module_reads_nothing_back_from_the_device(model: str) -> No
 def test_cuda_graphs_asked_for_on_a_cpu_device_run_without(caplog) -> None:
     path = str(asset("models", "yolox_nano.onnx"))
     backend = TorchBackend(
-        path, name="det", config=TorchConfig(device="cpu", cuda_graphs=True), max_batch=8
+        path, name="det", config=TorchConfig(device="cpu", cuda_graphs=True, cache_dir="off"),
+        max_batch=8,
     )
     assert backend.graphs is None and backend.batch_sizes is None
     assert "cuda_graphs needs a GPU device" in caplog.text
@@ -111,7 +119,7 @@ class RecordingGraphs:
 
 def test_batches_are_padded_to_a_captured_size() -> None:
     path = str(asset("models", "yolox_nano.onnx"))
-    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu"))
+    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu", cache_dir="off"))
     backend.graphs = RecordingGraphs()  # type: ignore[assignment]
     rng = np.random.default_rng(7)
     for count, rows in ((1, 1), (3, 4), (5, 8), (8, 8)):

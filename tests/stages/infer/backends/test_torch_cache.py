@@ -1,0 +1,147 @@
+"""The torch backend's compiled-model cache: a warm start loads the traced modules without
+onnx or onnx2torch and gives the same output; a damaged or stale entry is rebuilt, never used;
+shards that start together build one entry."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import asset
+from vapipe.stages.infer.backends.config import TorchConfig
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx2torch")
+
+from vapipe.stages.infer.backends.pytorch import TorchBackend  # noqa: E402
+
+MODEL = str(asset("models", "yolox_nano.onnx"))
+
+# A fresh interpreter: what a restart imports, its output on fixed input, its start-up stats.
+LOAD = """
+import json, sys
+import numpy as np
+from vapipe.stages.infer.backends.config import TorchConfig
+from vapipe.stages.infer.backends.pytorch import TorchBackend
+backend = TorchBackend(sys.argv[1], name="det", max_batch=2,
+                       config=TorchConfig(device="cpu", cache_dir=sys.argv[2]))
+batch = np.random.default_rng(11).random((2, 3, 416, 416), dtype=np.float32) * 255
+np.save(sys.argv[3], backend.run(batch))
+print(json.dumps({"startup": backend.stats()["startup"], "sizes": backend.batch_sizes,
+                  "imported": sorted(m for m in ("onnx", "onnx2torch", "torchvision")
+                                     if m in sys.modules)}))
+"""
+
+
+def load_in_a_fresh_process(cache: Path, out: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, MODEL, str(cache), str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "log": done.stderr}
+
+
+def entry_of(cache: Path) -> Path:
+    (entry,) = [p for p in (cache / "torch").iterdir() if p.is_dir()]
+    return entry
+
+
+def test_a_warm_start_loads_the_same_model_without_onnx2torch(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cold = load_in_a_fresh_process(cache, tmp_path / "cold.npy")
+    assert cold["startup"]["cache"] == "built" and "onnx2torch" in cold["imported"]
+    assert {"convert_s", "check_s", "trace_s"} <= cold["startup"].keys()
+    warm = load_in_a_fresh_process(cache, tmp_path / "warm.npy")
+    assert warm["startup"]["cache"] == "hit", warm["log"]
+    assert warm["imported"] == [] and warm["sizes"] == [1, 2]
+    assert not {"convert_s", "check_s", "trace_s"} & warm["startup"].keys()
+    assert np.array_equal(np.load(tmp_path / "cold.npy"), np.load(tmp_path / "warm.npy"))
+    meta = json.loads((entry_of(cache) / "meta.json").read_text())
+    assert meta["key"]["batch_sizes"] == [1, 2] and meta["max_error"] < 1e-3
+
+
+def build(cache: Path, **config: object) -> TorchBackend:
+    return TorchBackend(MODEL, name="det", max_batch=2,
+                        config=TorchConfig(device="cpu", cache_dir=str(cache), **config))  # type: ignore[arg-type]  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "other key", "no meta"])
+def test_a_damaged_or_stale_entry_is_rebuilt_and_never_used(tmp_path: Path, damage: str,
+                                                             caplog) -> None:  # fmt: skip
+    cache = tmp_path / "cache"
+    first = build(cache)
+    batch = np.random.default_rng(4).random((2, 3, 416, 416), dtype=np.float32) * 255
+    expected = first.run(batch)
+    entry = entry_of(cache)
+    module = entry / "batch2.ts"
+    if damage == "flipped byte":
+        data = bytearray(module.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        module.write_bytes(bytes(data))
+    elif damage == "truncated":
+        module.write_bytes(module.read_bytes()[:1000])
+    elif damage == "other key":
+        meta = json.loads((entry / "meta.json").read_text())
+        meta["key"]["torch"] = "0.0.1"
+        (entry / "meta.json").write_text(json.dumps(meta))
+    else:
+        (entry / "meta.json").unlink()
+    again = build(cache)
+    assert again.startup["cache"] == "built"
+    assert "unusable" in caplog.text and str(entry) in caplog.text
+    assert np.array_equal(again.run(batch), expected)
+    assert build(cache).startup["cache"] == "hit"
+
+
+def test_the_key_tells_devices_dtypes_and_batch_sizes_apart(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    build(cache)
+    TorchBackend(MODEL, name="det", max_batch=1,
+                 config=TorchConfig(device="cpu", cache_dir=str(cache)))  # fmt: skip
+    entries = [p for p in (cache / "torch").iterdir() if p.is_dir()]
+    keys = [json.loads((p / "meta.json").read_text())["key"]["batch_sizes"] for p in entries]
+    assert sorted(keys) == [[1], [1, 2]]
+
+
+def test_shards_starting_together_build_one_entry(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-c", LOAD, MODEL, str(cache)]
+    runs = [subprocess.Popen([*command, str(tmp_path / f"{i}.npy")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for i in range(2)]  # fmt: skip
+    results = []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(r["startup"]["cache"] for r in results) == ["built", "hit"]
+    assert np.array_equal(np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy"))
+    assert not [p for p in (cache / "torch").iterdir() if ".tmp" in p.name]
+
+
+def test_a_trace_that_changes_the_output_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from vapipe.stages.infer.backends import pytorch
+    from vapipe.stages.infer.backends.cuda_graphs import first_output
+
+    real = pytorch.specialise
+
+    class OffByOne(torch.nn.Module):
+        def __init__(self, inner: object) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, batch: object) -> object:
+            return first_output(self.inner(batch)) + 1
+
+    def off_by_one(torch_module, module, example):  # type: ignore[no-untyped-def]
+        return OffByOne(real(torch_module, module, example))
+
+    monkeypatch.setattr(pytorch, "specialise", off_by_one)
+    with pytest.raises(Exception, match=r"traced module .* differs"):
+        build(tmp_path / "cache")
+    assert not [p for p in (tmp_path / "cache" / "torch").iterdir() if p.is_dir()]
