@@ -9,14 +9,18 @@ only maps it to frame pixels.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.infer.heads import Family, yolox_grid_for
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from vapipe.stages.nms import NmsConfig
@@ -66,12 +70,8 @@ class DeviceDecoder:
         self.family, self.names, self.selection = family, names, selection
         self.input_w, self.input_h = input_w, input_h
         self._grids: dict[Any, tuple[Any, Any]] = {}
-        try:
-            from torchvision.ops import batched_nms
-
-            self._batched_nms = batched_nms
-        except ImportError:  # torchvision is optional: the same greedy NMS in plain torch
-            self._batched_nms = _batched_nms
+        # torchvision is optional: without its kernel, the same greedy NMS in plain torch.
+        self._batched_nms = torchvision_batched_nms(torch) or _batched_nms
 
     def __call__(self, output: Any) -> list[Detections]:
         torch = self.torch
@@ -146,6 +146,48 @@ class DeviceDecoder:
                 )
             )
         return results
+
+
+def torchvision_batched_nms(torch: Any) -> Callable[..., Any] | None:
+    """torchvision's batched NMS on its own compiled kernel, loaded without importing the
+    torchvision package (which imports torch._dynamo and sympy: 2.5-3.8 s of start-up on the
+    GPU machine, for one function); None where torchvision is not installed."""
+    import importlib.machinery
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torchvision")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        libraries = [
+            path for folder in folders for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            for path in sorted(Path(folder).glob(f"_C*{suffix}"))
+        ]  # fmt: skip
+        if not libraries:
+            return None
+        if not hasattr(torch.ops.torchvision, "nms"):
+            torch.ops.load_library(str(libraries[0]))
+        nms = torch.ops.torchvision.nms
+    except (ImportError, OSError, RuntimeError, AttributeError) as exc:
+        log.debug("torchvision's NMS kernel not loaded: %s", exc)
+        return None
+
+    def batched_nms(boxes: Any, scores: Any, groups: Any, iou: float) -> Any:
+        # What torchvision.ops.batched_nms does: few boxes, each group shifted past the
+        # others' (one call); many, one call per group, since in float32 large shifts cost
+        # the boxes' precision.
+        if boxes.numel() == 0:
+            return torch.zeros(0, dtype=torch.int64, device=boxes.device)
+        if boxes.numel() <= (4000 if boxes.device.type == "cpu" else 20000):
+            offsets = groups.to(boxes) * (boxes.max() + 1)
+            return nms(boxes + offsets[:, None], scores, iou)
+        keep = torch.zeros_like(scores, dtype=torch.bool)
+        for group in torch.unique(groups):
+            members = torch.where(groups == group)[0]
+            keep[members[nms(boxes[members], scores[members], iou)]] = True
+        kept = torch.where(keep)[0]
+        return kept[scores[kept].sort(descending=True)[1]]
+
+    return batched_nms
 
 
 def _batched_nms(boxes: Any, scores: Any, groups: Any, iou: float) -> Any:
