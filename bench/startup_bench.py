@@ -185,7 +185,8 @@ def main() -> None:
                 args.frames)  # fmt: skip
         for index in range(args.runs):
             for variant in variants:
-                cache = warm_cache if variant == "warm" else work / f"cache-{variant}-{index}"
+                cache = (warm_cache if variant == "warm"
+                         else work / f"cache-{variant}-{streams}-{index}")
                 config = write_config(
                     work, clip, streams, shards, backend_table(variant, args.device, cache), pre
                 )

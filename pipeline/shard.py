@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import resource
@@ -227,6 +229,18 @@ def _stop_when_orphaned() -> None:
     """SIGTERM (a drain) when the parent process dies, even by SIGKILL: a shard must not run
     on alone, looping over its cameras with nobody to take the events (Linux; elsewhere the
     broken pipe stops it at its next event)."""
+    # Forked from a forkserver, the process whose death PDEATHSIG sees is the server, which
+    # outlives the parent while shards hold its "alive" pipe: so also watch the parent's
+    # sentinel, a pipe whose other end only the parent holds.
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:
+        sentinel = parent.sentinel
+
+        def watch() -> None:
+            multiprocessing.connection.wait([sentinel])
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
+from vapipe.pipeline.forkserver import shard_context
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.outcome import (
     EXIT_FAILURE,
@@ -118,7 +118,7 @@ class ShardRunner:
         if failed is not None:
             return self._result(failed, started=False)
         self._map_sources()
-        context = multiprocessing.get_context("spawn")
+        context = shard_context(self.graph)
         for slot in self._slots:
             slot.thread = threading.Thread(
                 target=self._supervise, args=(slot, context), name=f"shard{slot.index}"
