@@ -71,31 +71,34 @@ def build(cache: Path, **config: object) -> TorchBackend:
                         config=TorchConfig(device="cpu", cache_dir=str(cache), **config))  # type: ignore[arg-type]  # fmt: skip
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "other key", "no meta"])
-def test_a_damaged_or_stale_entry_is_rebuilt_and_never_used(tmp_path: Path, damage: str,
-                                                             caplog) -> None:  # fmt: skip
-    cache = tmp_path / "cache"
-    first = build(cache)
-    batch = np.random.default_rng(4).random((2, 3, 416, 416), dtype=np.float32) * 255
-    expected = first.run(batch)
-    entry = entry_of(cache)
+def damage(entry: Path, how: str) -> None:
     module = entry / "batch2.ts"
-    if damage == "flipped byte":
+    if how == "flipped byte":
         data = bytearray(module.read_bytes())
         data[len(data) // 2] ^= 0xFF
         module.write_bytes(bytes(data))
-    elif damage == "truncated":
+    elif how == "truncated":
         module.write_bytes(module.read_bytes()[:1000])
-    elif damage == "other key":
+    elif how == "other key":
         meta = json.loads((entry / "meta.json").read_text())
         meta["key"]["torch"] = "0.0.1"
         (entry / "meta.json").write_text(json.dumps(meta))
     else:
         (entry / "meta.json").unlink()
-    again = build(cache)
-    assert again.startup["cache"] == "built"
-    assert "unusable" in caplog.text and str(entry) in caplog.text
-    assert np.array_equal(again.run(batch), expected)
+
+
+def test_a_damaged_or_stale_entry_is_rebuilt_and_never_used(tmp_path: Path, caplog) -> None:
+    cache = tmp_path / "cache"
+    batch = np.random.default_rng(4).random((2, 3, 416, 416), dtype=np.float32) * 255
+    expected = build(cache).run(batch)
+    for how in ("flipped byte", "truncated", "other key", "no meta"):
+        caplog.clear()
+        entry = entry_of(cache)
+        damage(entry, how)
+        again = build(cache)
+        assert again.startup["cache"] == "built", how
+        assert "unusable" in caplog.text and str(entry) in caplog.text, how
+        assert np.array_equal(again.run(batch), expected), how
     assert build(cache).startup["cache"] == "hit"
 
 
