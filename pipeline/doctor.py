@@ -158,22 +158,12 @@ DEVICE_KINDS = ("GPU", "CPU", "ACCELERATOR", "CUSTOM")
 
 
 def _opens(codec: str) -> str | None:
-    """None if an encoder context of ``codec`` opens on this machine, else why not."""
-    from fractions import Fraction
+    """None if an encoder context of ``codec`` opens on this machine (as the video sink opens
+    it), else why not."""
+    from vapipe.stages.sinks.encoder import open_error
 
-    import av
-    from av.video.codeccontext import VideoCodecContext
-
-    try:
-        context = av.codec.CodecContext.create(codec, "w")
-        if not isinstance(context, VideoCodecContext):
-            return f"does not open (not a video encoder: {context.type})"
-        context.width, context.height, context.pix_fmt = 256, 144, "yuv420p"
-        context.time_base, context.framerate = Fraction(1, 25), Fraction(25)
-        context.open()
-    except Exception as exc:  # any reason: this is a report
-        return f"does not open ({type(exc).__name__}: {exc})"
-    return None
+    error = open_error(codec)
+    return None if error is None else f"does not open: {codec} {error}"
 
 
 def _torch(out: Callable[[str], None]) -> None:

@@ -258,6 +258,8 @@ def _process_stats() -> dict[str, Any]:
     facts: dict[str, Any] = {
         "pid": os.getpid(),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # The GPUs this shard was given, as it saw them (pipeline.devices).
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():

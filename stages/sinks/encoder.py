@@ -54,6 +54,64 @@ class Encoding:
     """Seconds between keyframes: in a fragmented file, what a crash can lose at most."""
 
 
+HARDWARE_H264 = ("h264_nvenc", "h264_amf")
+"""What ``codec = "auto"`` tries, in order, before libx264: the hardware H.264 encoders that
+take the sink's yuv420p pictures from host memory. VAAPI and QSV want frames in their own
+device memory (or NV12), which this sink does not make: name them to use them, if they open."""
+
+
+def open_error(codec: str) -> str | None:
+    """None if an encoder of ``codec`` opens here on a small yuv420p picture, else why not
+    (words that follow "encoder 'NAME' ")."""
+    from av.video.codeccontext import VideoCodecContext
+
+    try:
+        context = av.CodecContext.create(codec, "w")
+    except (av.error.FFmpegError, ValueError) as exc:
+        return f"is not in this FFmpeg ({exc})"
+    if not isinstance(context, VideoCodecContext):
+        return f"is not a video encoder ({context.type})"
+    context.width, context.height, context.pix_fmt = 256, 144, "yuv420p"
+    context.time_base, context.framerate = Fraction(1, 25), Fraction(25)
+    try:
+        context.open()
+    except Exception as exc:  # any reason: the caller reports it, or tries the next
+        return f"cannot be opened here: {getattr(exc, 'strerror', None) or exc}"
+    return None
+
+
+def choose_codec(wanted: str) -> tuple[str, str]:
+    """(encoder, why) for the sink's ``codec``: itself, or for ``auto`` the first of
+    HARDWARE_H264 that opens here, else libx264."""
+    if wanted != "auto":
+        return wanted, "configured"
+    tried = []
+    for codec in HARDWARE_H264:
+        error = open_error(codec)
+        if error is None:
+            return codec, "auto: a hardware encoder that opens here"
+        tried.append(f"{codec}: {error.splitlines()[0][:80]}")
+    return "libx264", "auto: no hardware H.264 encoder opens here (" + "; ".join(tried) + ")"
+
+
+def codec_options(encoding: Encoding) -> dict[str, object]:
+    """The encoder's own names for ``preset`` and ``crf``: x264/x265 take them as they are;
+    NVENC's constant quality is ``cq``, AMF's is a constant QP; x264's preset names mean
+    nothing to either, so they keep their own default speed."""
+    codec, options = encoding.codec, dict[str, object]()
+    if codec in ("libx264", "libx265"):
+        if encoding.preset:
+            options["preset"] = encoding.preset
+        if encoding.crf is not None and not encoding.bitrate:
+            options["crf"] = str(encoding.crf)
+    elif encoding.crf is not None and not encoding.bitrate:
+        if codec.endswith("_nvenc"):
+            options.update(rc="vbr", cq=str(encoding.crf))
+        elif codec.endswith("_amf"):
+            options.update(rc="cqp", qp_i=str(encoding.crf), qp_p=str(encoding.crf))
+    return options
+
+
 def partial_name(path: Path) -> Path:
     """``out/cam.mp4`` -> ``out/cam.partial.mp4`` (the extension still names the format)."""
     return path.with_name(f"{path.stem}.partial{path.suffix}")
@@ -142,14 +200,9 @@ class VideoFile:
         self.time_base = time_base_for(rate)
         stream.time_base = stream.codec_context.time_base = self.time_base
         stream.codec_context.gop_size = max(1, round(float(rate) * encoding.keyframe_s))
-        codec_options: dict[str, object] = {}
-        if encoding.preset and encoding.codec in ("libx264", "libx265"):
-            codec_options["preset"] = encoding.preset
         if encoding.bitrate:
             stream.bit_rate = encoding.bitrate
-        elif encoding.crf is not None and encoding.codec in ("libx264", "libx265"):
-            codec_options["crf"] = str(encoding.crf)
-        stream.options = codec_options
+        stream.options = {k: str(v) for k, v in codec_options(encoding).items()}
 
     def write(self, image: np.ndarray, pts_s: float) -> None:
         height, width = self.stream.height, self.stream.width
@@ -162,7 +215,7 @@ class VideoFile:
         # inside the encoder: within one level of it, and 27% more frames/s per 1080p x264
         # encoder, 28% with 16 at once (bench/results/encoder.md).
         planes = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2YUV_I420)
-        frame = av.VideoFrame.from_ndarray(planes, format="yuv420p")
+        frame = av.VideoFrame.from_ndarray(planes.astype(np.uint8, copy=False), format="yuv420p")
         # The frame's own time; never backwards (the muxer would refuse).
         pts = max(round(pts_s / self.time_base), self.last_pts + 1)
         frame.pts, frame.time_base = pts, self.time_base

@@ -14,7 +14,6 @@ from typing import Any
 import av
 import cv2
 import numpy as np
-from av.video.codeccontext import VideoCodecContext
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
@@ -23,7 +22,14 @@ from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
 from vapipe.stages.sinks.draw import Trails, annotate
-from vapipe.stages.sinks.encoder import Encoding, Recorder, partial_name, temporary_names
+from vapipe.stages.sinks.encoder import (
+    Encoding,
+    Recorder,
+    choose_codec,
+    open_error,
+    partial_name,
+    temporary_names,
+)
 from vapipe.stages.sinks.paths import (
     PathSink,
     check_writable,
@@ -44,7 +50,9 @@ class VideoConfig(StageConfig):
     An image extension (``.jpg``, ``.png``...) writes annotated pictures instead: one per frame
     with ``{seq}`` in the path, else the latest frame."""
     codec: str = "libx264"
-    """FFmpeg encoder name (``libx264``, ``h264_nvenc``, ``h264_vaapi``, ``libopenh264``...)."""
+    """FFmpeg encoder name (``libx264``, ``h264_nvenc``, ``h264_amf``, ``libopenh264``...), or
+    ``auto``: the first hardware H.264 encoder that opens here (NVENC, then AMF), else libx264;
+    the log says which and why."""
     preset: str | None = "veryfast"
     """Encoder speed/size trade-off, where the encoder has presets."""
     crf: int | None = Field(23, ge=0, le=51)
@@ -113,33 +121,19 @@ class VideoSink(PathSink):
         self._encoder_opens()
 
     def _encoder_opens(self) -> None:
-        """The encoder is opened once now, on a small picture: one that this FFmpeg lacks or
-        that cannot start here (``h264_nvenc`` without its GPU) is a config error before the
-        run, not a failure at its first frame."""
+        """The encoder is chosen (``auto``) and opened once now, on a small picture: one that
+        this FFmpeg lacks or that cannot start here (``h264_nvenc`` without its GPU) is a
+        config error before the run, not a failure at its first frame."""
+        self.codec = self.config.codec
         if self._pictures:
             return
-        try:
-            codec = av.CodecContext.create(self.config.codec, "w")
-        except (av.error.FFmpegError, ValueError) as exc:
-            raise ConfigError(
-                f"encoder '{self.config.codec}' is not in this FFmpeg ({exc}); "
-                "'run-pipeline doctor' lists the hardware ones found here",
-                key="codec",
-            ) from None
-        if not isinstance(codec, VideoCodecContext):
-            raise ConfigError(
-                f"encoder '{self.config.codec}' is not a video encoder ({codec.type})", key="codec"
-            )
-        codec.width, codec.height, codec.pix_fmt = 64, 64, "yuv420p"
-        codec.time_base = Fraction(1, 25)
-        try:
-            codec.open()
-        except (av.error.FFmpegError, ValueError, OSError) as exc:
-            raise ConfigError(
-                f"encoder '{self.config.codec}' cannot be opened here: "
-                f"{getattr(exc, 'strerror', None) or exc}",
-                key="codec",
-            ) from None
+        self.codec, why = choose_codec(self.config.codec)
+        if self.config.codec == "auto":
+            log.info("%s: encoder %s (%s)", self.name, self.codec, why)
+        error = open_error(self.codec)
+        if error is not None:
+            hint = "; 'run-pipeline doctor' lists the hardware ones found here"
+            raise ConfigError(f"encoder '{self.codec}' {error}{hint}", key="codec")
 
     def process(self, frame: Frame) -> tuple[Frame]:
         if self._pictures:
@@ -182,7 +176,7 @@ class VideoSink(PathSink):
         path = output_path(cfg.path, frame.source_id)
         rate = frame.stream.rate or Fraction(25)
         encoding = Encoding(
-            cfg.codec, cfg.preset, cfg.crf, cfg.bitrate, cfg.fragmented, cfg.keyframe_s
+            self.codec, cfg.preset, cfg.crf, cfg.bitrate, cfg.fragmented, cfg.keyframe_s
         )
         height, width = frame.image.shape[:2]
         recorder = Recorder(
@@ -194,7 +188,7 @@ class VideoSink(PathSink):
             "%s: writing %s (%s %dx%d @ %.3f fps%s%s)",
             self.name,
             path,
-            cfg.codec,
+            self.codec,
             width - width % 2,
             height - height % 2,
             float(rate),

@@ -81,9 +81,13 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
     for shards in (1, 2):
         folder = tmp_path / f"s{shards}"
         config = write_config(folder, shards)
-        result = cli(str(config), "--max-frames", "40", "--stats", "stats.json", cwd=folder)
+        # Two GPU ids on a machine without GPUs: each shard is given one, and nothing changes.
+        devices = ("--set", "pipeline.devices=['0', '1']") if shards == 2 else ()
+        result = cli(str(config), "--max-frames", "40", "--stats", "stats.json", *devices,
+                     cwd=folder)  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
         runs[shards] = (folder, read_events(folder / "out" / "events.jsonl"))
+    assert re.search(r"shard1 \(pid \d+, device 1\): traffic", result.stderr), result.stderr
     one, two = (frames_by_source(runs[n][1]) for n in (1, 2))
     assert sorted(one) == sorted(two) == ["horses", "people", "traffic"]
     for source in one:
@@ -100,6 +104,10 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
     assert [s["sources"] for s in shards] == [["people", "horses"], ["traffic"]]
     pids = {s["process"]["pid"] for s in shards}
     assert len(pids) == 2 and os.getpid() not in pids
+    assert [(s["device"], s["process"]["visible_devices"]) for s in shards] == [
+        ("0", "0"), ("1", "1"),
+    ]  # fmt: skip
+    assert all(s["startup"]["to_ready_s"] > 0 for s in shards)
     assert all(s["process"]["peak_rss_mb"] > 50 for s in shards)
     # Start-up: from the parent's spawn to the threads running, at least the stages' opening.
     for shard in shards:

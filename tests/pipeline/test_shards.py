@@ -150,3 +150,32 @@ def test_the_parent_drops_frames_delivered_before_a_restart_and_says_source_up_f
         ("source_down", 2), ("source_up", 2), ("frame", 3), ("frame", 4),
     ], kinds  # fmt: skip
     assert sink.records[3]["reason"] == "shard 0 (a) died"
+
+
+def test_shards_take_the_devices_in_turn() -> None:
+    from vapipe.pipeline.graph import build
+    from vapipe.pipeline.shards import ShardRunner
+
+    spec = parse(CONFIG, "x.toml", ["pipeline.devices=['0', '1']"])
+    runner = ShardRunner(build(spec), 3)
+    assert [(s.sources, s.device) for s in runner._slots] == [
+        (("a",), "0"), (("b",), "1"), (("c",), "0"),
+    ]  # fmt: skip
+    assert [s.device for s in ShardRunner(build(parse(CONFIG, "x.toml")), 2)._slots] == [
+        None, None,
+    ]  # fmt: skip
+
+
+def test_the_forkserver_preloads_what_the_graph_runs() -> None:
+    import importlib.util
+
+    from vapipe.pipeline.forkserver import preloaded
+    from vapipe.pipeline.graph import build
+
+    modules = preloaded(build(parse(CONFIG, "x.toml", ["det.backend='onnxruntime'"])))
+    assert {"vapipe.stages.infer.stage", "vapipe.stages.sinks.video", "onnxruntime"} <= set(
+        modules
+    )
+    assert "torch" not in modules
+    if importlib.util.find_spec("torch") is not None:
+        assert "torch" in preloaded(build(parse(CONFIG, "x.toml", ["det.backend='torch'"])))
