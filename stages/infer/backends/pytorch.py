@@ -85,12 +85,17 @@ class TorchBackend:
                 device=f"{kind}:{self.torch_device} ({label})",
                 dtype=str(self.dtype), sizes=batch_ladder(max_batch),
             )  # fmt: skip
-            with cache.locked():
-                entry = self._timed("load_s", cache.load, torch)
-                self.startup["cache"] = "hit" if entry is not None else "built"
-                if entry is None:
-                    entry = self._build(path, name, cache.sizes, tolerance)
-                    self._timed("store_s", cache.store, torch, entry)
+            # Entries appear whole (renamed into place), so shards read without the lock and
+            # load side by side; only a miss takes it, to build once or load what another built.
+            entry = self._timed("load_s", cache.load, torch)
+            if entry is None:
+                with cache.locked():
+                    entry = self._timed("load_s", cache.load, torch)
+                    if entry is None:
+                        entry = self._build(path, name, cache.sizes, tolerance)
+                        self._timed("store_s", cache.store, torch, entry)
+                        self.startup["cache"] = "built"
+            self.startup.setdefault("cache", "hit")
             self.info, self.fixed, self.max_error = entry.info, entry.modules, entry.max_error
             # TorchScript's executor would re-optimise the modules on their first calls
             # (fusing kernels, compiled with NVRTC on a GPU): slower to start and other
