@@ -18,12 +18,14 @@ from typing import Any
 from vapipe.pipeline.graph import Graph
 
 BASE = ["numpy", "cv2", "av", "vapipe.pipeline.shard", "vapipe.pipeline.runner"]
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
 
 
 def preloaded(graph: Graph) -> list[str]:
     """What the graph's shards will import: its stages' modules, onnxruntime for infer nodes,
     torch where an infer node runs it (``auto`` too, on a machine with a GPU driver)."""
+    from vapipe.stages.infer.backends.choice import GPU_DEVICE_NODES
+
+    gpu_driver = any(os.path.exists(node) for node in GPU_DEVICE_NODES)
     modules = list(BASE)
     for spec in graph.nodes.values():
         modules.append(spec.stage_cls.__module__)
@@ -32,7 +34,6 @@ def preloaded(graph: Graph) -> list[str]:
         if kind is None:
             continue
         modules.append("onnxruntime")
-        gpu_driver = any(os.path.exists(node) for node in GPU_DEVICE_NODES)
         if kind == "torch" or (kind == "auto" and gpu_driver):
             modules.append("torch")
     return [m for m in dict.fromkeys(modules) if importlib.util.find_spec(m) is not None]

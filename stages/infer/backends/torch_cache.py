@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.assets import file_sha256
 from vapipe.stages.infer.backends import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,9 @@ FORMAT = 1
 """Bumped when what is stored, or how it is made, changes: older entries are then not found."""
 
 
-def file_sha256(path: str | Path) -> str:
+def content_sha256(path: str | Path) -> str:
+    """The file's sha256, read now: the integrity check must not trust assets.file_sha256's
+    memo (keyed by size and mtime), which an edit in place can leave unchanged."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -85,7 +88,8 @@ class ModelCache:
                  dtype: str, sizes: tuple[int, ...]) -> None:  # fmt: skip
         self.key = {
             "format": FORMAT,
-            "model_sha256": file_sha256(model_path),
+            # Memoised: a manifest model was hashed already when it was resolved.
+            "model_sha256": file_sha256(Path(model_path)),
             "torch": torch_version,
             "onnx2torch": _version("onnx2torch"),
             "vapipe": _version("vapipe"),
@@ -121,7 +125,7 @@ class ModelCache:
             for size in self.sizes:
                 name = f"batch{size}.ts"
                 file = self.dir / name
-                if file_sha256(file) != meta["files"][name]:
+                if content_sha256(file) != meta["files"][name]:
                     raise ValueError(f"{name} does not match its checksum")
                 with warnings.catch_warnings():
                     # torch.jit is deprecated in favour of torch.export, which cannot take
@@ -157,7 +161,7 @@ class ModelCache:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", FutureWarning)  # as in load
                     torch.jit.save(module, str(staging / name))
-                files[name] = file_sha256(staging / name)
+                files[name] = content_sha256(staging / name)
             info = entry.info
             meta = {
                 "key": self.key,
