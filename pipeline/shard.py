@@ -126,7 +126,9 @@ class RecordSender(Stage):
 
     def process(self, frame: Frame) -> tuple[Frame]:
         records = list(self._frame_records(frame))
-        self._send(("frame", self.name, frame.source_id, frame.seq, frame.pts, records))
+        self._send(
+            ("frame", self.name, frame.source_id, frame.seq, frame.pts, frame.capture_time, records)
+        )
         return (frame,)
 
     def handle_message(self, message: Message) -> tuple[Message]:

@@ -14,7 +14,7 @@ from vapipe.pipeline.graph import Graph, source_id_of
 from vapipe.pipeline.urls import mask_credentials
 
 Resume = tuple[int, float | None, float | None]
-"""Where a source goes on: (next seq, last pts, when it was delivered: time.time())."""
+"""Where a source goes on: (next seq, last pts, when that frame was captured: time.time())."""
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Delivered:
     sinks: list[str]
     next_seq: dict[str, int] = field(default_factory=dict)  # per sink node
     last_pts: float | None = None
-    last_delivered: float | None = None  # time.time()
+    last_captured: float | None = None  # time.time() of the last delivered frame's capture
     down_since: float | None = None
     down_attempt: int = 0
 
@@ -70,7 +70,7 @@ class Ledger:
                     points[source.node] = (
                         min(source.next_seq.values()),
                         source.last_pts,
-                        source.last_delivered,
+                        source.last_captured,
                     )
         return points
 
@@ -88,12 +88,16 @@ class Ledger:
         up = self.record(source_id, "source_up", attempt=source.down_attempt, down_s=down_s)
         return True, up
 
-    def delivered(self, source_id: str, sink: str, seq: int, pts: float) -> None:
+    def delivered(self, source_id: str, sink: str, seq: int, pts: float, captured: float) -> None:
+        """Frame ``seq`` reached ``sink``. Its capture time, not the time it got here, is where
+        a camera's outage starts: the frames still in the pipeline when a shard dies were
+        seen by the camera but are lost with it, and the restarted source's time must span
+        them (measured from delivery, output time fell short by the pipeline's latency)."""
         source = self.sources[source_id]
         with self._lock:
             source.next_seq[sink] = seq + 1
-            source.last_pts = pts if source.last_pts is None else max(source.last_pts, pts)
-            source.last_delivered = time.time()
+            if source.last_pts is None or pts >= source.last_pts:
+                source.last_pts, source.last_captured = pts, captured
 
     def went_down(
         self, nodes: Collection[str], attempt: int, reason: str

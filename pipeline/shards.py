@@ -271,8 +271,8 @@ class ShardRunner:
                 return None
             kind = message[0]
             if kind == "frame":
-                _, sink, source_id, seq, pts, records = message
-                self._deliver_frame(sink, source_id, seq, pts, records)
+                _, sink, source_id, seq, pts, captured, records = message
+                self._deliver_frame(sink, source_id, seq, (pts, captured), records)
             elif kind == "message":
                 _, sink, records = message
                 self._write(sink, records)
@@ -282,8 +282,14 @@ class ShardRunner:
                 self._other(slot, message)
 
     def _deliver_frame(
-        self, sink: str, source_id: str, seq: int, pts: float, records: list[dict[str, Any]]
+        self,
+        sink: str,
+        source_id: str,
+        seq: int,
+        at: tuple[float, float],
+        records: list[dict[str, Any]],
     ) -> None:
+        """Frame ``seq`` of a source, at (pts, capture time), with its records."""
         source = self.ledger.sources.get(source_id)
         if source is None:  # a source_id this process does not know: written as it is
             self._write(sink, records)
@@ -294,7 +300,7 @@ class ShardRunner:
         if up is not None:
             self._write_all(source, up)
         self._write(sink, records)
-        self.ledger.delivered(source_id, sink, seq, pts)
+        self.ledger.delivered(source_id, sink, seq, *at)
 
     def _sources_down(self, slot: Slot, reason: str) -> None:
         for source, record in self.ledger.went_down(

@@ -137,7 +137,8 @@ def test_the_parent_drops_frames_delivered_before_a_restart_and_says_source_up_f
     runner._map_sources()
 
     def frame(seq: int) -> None:
-        runner._deliver_frame("events", "a", seq, seq / 25, [{"event": "frame", "seq": seq}])
+        at = (seq / 25, 1000.0 + seq)  # (pts, capture time)
+        runner._deliver_frame("events", "a", seq, at, [{"event": "frame", "seq": seq}])
 
     for seq in range(3):
         frame(seq)
@@ -150,6 +151,9 @@ def test_the_parent_drops_frames_delivered_before_a_restart_and_says_source_up_f
         ("source_down", 2), ("source_up", 2), ("frame", 3), ("frame", 4),
     ], kinds  # fmt: skip
     assert sink.records[3]["reason"] == "shard 0 (a) died"
+    # A shard restarted now goes on after frame 4, timed from when that frame was captured
+    # (its time in the pipeline is part of the outage a camera's timeline must span).
+    assert runner.ledger.resume(["a"]) == {"a": (5, 4 / 25, 1004.0)}
 
 
 def test_shards_take_the_devices_in_turn() -> None:
