@@ -14,6 +14,10 @@ events file (the user's "first event"), launch to exit, and from ``--stats`` eac
 launch-to-ready and the model's own phases (import, device, cache load, convert, check,
 trace, capture). Medians over the runs; the variants alternate run by run so that a drift
 of the machine falls on all of them.
+
+Two builds side by side (each a ``pip install --no-deps --target SITE`` of a wheel, as for
+bench/compare_builds.py): ``--builds before=/tmp/a-site,after=/tmp/b-site``; every variant then
+runs once per build in turn and is reported as ``variant@build``.
 """
 
 from __future__ import annotations
@@ -83,14 +87,15 @@ def backend_table(variant: str, device: str, cache: Path) -> str:
     return f'type = "torch"\ndevice = "{device}"\ncache_dir = "{setting}"'
 
 
-def one_run(folder: Path, config: Path, frames: int) -> dict[str, Any]:
+def one_run(folder: Path, config: Path, frames: int, site: str | None = None) -> dict[str, Any]:
     events, stats = folder / "events.jsonl", folder / "stats.json"
     for path in (events, stats):
         path.unlink(missing_ok=True)
     command = [sys.executable, "-m", "vapipe", str(config), "--stats", str(stats),
                "--max-frames", str(frames), "--no-progress", "--log-level", "warning"]  # fmt: skip
     launched = time.monotonic()
-    process = subprocess.Popen(command, cwd=folder, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": site} if site else None
+    process = subprocess.Popen(command, cwd=folder, stderr=subprocess.PIPE, text=True, env=env)
     first = None
     while process.poll() is None and first is None:
         if events.exists() and events.stat().st_size > 0:
@@ -160,6 +165,7 @@ def main() -> None:
     parser.add_argument("--clip", help="default: people.mp4 (at 1080p with --big-clip)")
     parser.add_argument("--big-clip", action="store_true", help="make a 1080p clip first")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--builds", help="NAME=SITE,NAME=SITE: builds run in turn, side by side")
     parser.add_argument("--timeline", action="store_true",
                         help="then one warm run of the first case with the debug log and "
                              "python -X importtime, printed with seconds after launch")  # fmt: skip
@@ -172,6 +178,9 @@ def main() -> None:
         clip = str(make_clip(work / "clip1080.mp4", seconds=3.0))
     pre = 'backend = "opencl"' if args.device == "cuda" else 'backend = "numpy"'
     variants = args.variants.split(",")
+    builds: list[tuple[str, str | None]] = [("", None)]
+    if args.builds:
+        builds = [(f"@{n}", site) for n, site in (b.split("=", 1) for b in args.builds.split(","))]
     results: dict[str, Any] = {"command": " ".join(sys.argv), "device": args.device,
                                "clip": clip, "cases": []}  # fmt: skip
     for streams, shards in zip(
@@ -190,10 +199,11 @@ def main() -> None:
                 config = write_config(
                     work, clip, streams, shards, backend_table(variant, args.device, cache), pre
                 )
-                run = one_run(work, config, args.frames)
-                case["runs"].setdefault(variant, []).append(run)
-                print(streams, shards, variant, run["first_event_s"], run["exit_s"],
-                      run["model"][0], flush=True)  # fmt: skip
+                for build, site in builds:
+                    run = one_run(work, config, args.frames, site)
+                    case["runs"].setdefault(variant + build, []).append(run)
+                    print(streams, shards, variant + build, run["first_event_s"], run["exit_s"],
+                          run["model"][0], flush=True)  # fmt: skip
         case["median_first_event_s"] = {
             v: median([r["first_event_s"] for r in runs]) for v, runs in case["runs"].items()
         }

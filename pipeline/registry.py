@@ -1,10 +1,12 @@
 """Stage type name -> class.
 
-The built-in stages (``vapipe.stages``) are imported explicitly; a failure there is a broken
-install and raises. Plugins come from the ``vapipe.stages`` entry-point group: each entry
-names a module whose import registers its stages with :func:`register`. A plugin that fails
-to load is remembered by name (``plugin_errors``) and shown by ``run-pipeline stages`` and
-``doctor``; it never hides the built-ins.
+The built-in stages (``vapipe.stages``) are imported explicitly, each only when a config names
+its type (a run that records no video does not pay for importing the video sink: start-up is
+a product feature); a failure there is a broken install and raises. Plugins come from the
+``vapipe.stages`` entry-point group: each entry names a module whose import registers its
+stages with :func:`register`. A plugin that fails to load is remembered by name
+(``plugin_errors``) and shown by ``run-pipeline stages`` and ``doctor``; it never hides the
+built-ins.
 """
 
 from __future__ import annotations
@@ -20,9 +22,22 @@ from vapipe.pipeline.stage import Stage
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "vapipe.stages"
-BUILTIN_MODULE = "vapipe.stages"
+BUILTIN_TYPES = {
+    "analytics": "vapipe.stages.analytics.stage",
+    "events": "vapipe.stages.sinks.events",
+    "infer": "vapipe.stages.infer.stage",
+    "mqtt": "vapipe.stages.sinks.mqtt",
+    "nms": "vapipe.stages.nms",
+    "preprocess": "vapipe.stages.preprocess.stage",
+    "source": "vapipe.stages.source.stage",
+    "track": "vapipe.stages.track.stage",
+    "video": "vapipe.stages.sinks.video",
+    "webhook": "vapipe.stages.sinks.webhook",
+}
+"""Built-in type name -> the module that registers it (tests check it against the package)."""
 _stage_types: dict[str, type[Stage]] = {}
 _loaded = False
+_plugins_loaded = False
 plugin_errors: dict[str, str] = {}
 """Entry-point name -> why that plugin did not load."""
 
@@ -48,8 +63,17 @@ def load() -> None:
     global _loaded
     if _loaded:
         return
-    importlib.import_module(BUILTIN_MODULE)
+    for module in BUILTIN_TYPES.values():
+        importlib.import_module(module)
     _loaded = True
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             entry.load()
@@ -62,13 +86,19 @@ def load() -> None:
 
 
 def lookup(type_name: str) -> type[Stage] | None:
-    load()
+    """The class of ``type_name``: a built-in's own module is imported, nothing else; any
+    other name loads the plugins."""
+    module = BUILTIN_TYPES.get(type_name)
+    if module is not None:
+        importlib.import_module(module)
+    else:
+        _load_plugins()
     return _stage_types.get(type_name)
 
 
 def type_names() -> list[str]:
-    load()
-    return sorted(_stage_types)
+    _load_plugins()
+    return sorted(set(BUILTIN_TYPES) | set(_stage_types))
 
 
 def types() -> dict[str, type[Stage]]:

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -106,3 +107,42 @@ def test_readme_shows_the_tested_example() -> None:
     code = EXAMPLE.read_text(encoding="utf-8")
     body = code.split("\n\n", 1)[1]  # without the module docstring
     assert body.strip() in readme, "README's 'Writing a stage' differs from tests/plugins"
+
+
+def test_each_builtin_type_is_registered_by_the_module_the_registry_names() -> None:
+    from vapipe.pipeline import registry
+
+    registry.load()
+    builtins = {
+        name: cls.__module__
+        for name, cls in registry.types().items()
+        if cls.__module__.startswith("vapipe.stages.")
+    }
+    assert builtins == registry.BUILTIN_TYPES
+
+
+def test_a_config_imports_only_the_stages_it_names() -> None:
+    config = 'links = ["cam ! events"]\n[nodes.cam]\ntype = "source"\nuri = "a.mp4"\n'
+    config += '[nodes.events]\ntype = "events"\n'
+    code = (
+        "import sys\n"
+        "from vapipe.pipeline.config import parse\n"
+        f"parse({config!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('vapipe.stages.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    loaded = set(eval(done.stdout))
+    assert {"vapipe.stages.source.stage", "vapipe.stages.sinks.events"} <= loaded
+    others = {m for m in registry_modules() if m not in loaded}
+    assert others == set(registry_modules()) - {
+        "vapipe.stages.source.stage",
+        "vapipe.stages.sinks.events",
+    }, loaded
+
+
+def registry_modules() -> list[str]:
+    from vapipe.pipeline import registry
+
+    return list(registry.BUILTIN_TYPES.values())
