@@ -108,6 +108,8 @@ def write_config(
     bgr_input: bool = False,
     numpy_pre: bool = False,
     workers: int = 2,
+    video_preset: str | None = None,
+    video_threads: int | None = None,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else ""
@@ -126,7 +128,11 @@ def write_config(
         else f"decode_on_device = {str(device_decode).lower()}",
         queue_size=queue_size,
         video_link=', "nms ! video"' if video else "",
-        video=VIDEO if video else "",
+        video=VIDEO
+        + (f'preset = "{video_preset}"\n' if video_preset else "")
+        + (f"threads = {video_threads}\n" if video_threads is not None else "")
+        if video
+        else "",
         backend_extra=backend_extra or 'type = "torch"\ndevice = "cuda"',
         pre_extra='backend = "numpy"'
         if numpy_pre
@@ -338,7 +344,9 @@ def runs_part(
     ``-hostdecode`` in numpy), ``-np`` (numpy preprocessing instead of OpenCL), ``-w1`` (one
     inference worker instead of two),
     ``-auto`` (``backend = "auto"``: what the pipeline picks by itself), ``-bgr`` (sources
-    convert to BGR; default: I420 planes to the OpenCL kernel)."""
+    convert to BGR; default: I420 planes to the OpenCL kernel), ``-pNAME`` (with ``-video``:
+    the video sink's x264 preset, e.g. ``-pultrafast``; default veryfast), ``-tN`` (with
+    ``-video``: ``threads = N`` encoder threads per file; ``-t0`` x264's own choice)."""
     work.mkdir(parents=True, exist_ok=True)
     clip = make_clip(work / "clip1080.mp4", seconds)
     report: dict[str, Any] = {"clip": f"people.mp4 scaled to 1920x1080, {seconds:g} s", "runs": []}
@@ -380,6 +388,9 @@ def runs_part(
             queue_size=queue_size, realtime=realtime, video="video" in flags,
             backend_extra=backend, decode_threads=threads, bgr_input="bgr" in flags,
             numpy_pre="np" in flags, workers=1 if "w1" in flags else 2,
+            video_preset=next((f[1:] for f in flags if f.startswith("p")), None),
+            video_threads=next((int(f[1:]) for f in flags if f[:1] == "t" and f[1:].isdigit()),
+                               None),
         )  # fmt: skip
         run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
         try:

@@ -52,6 +52,20 @@ class Encoding:
     False: plain throughout (a killed run leaves nothing playable)."""
     keyframe_s: float
     """Seconds between keyframes: in a fragmented file, what a crash can lose at most."""
+    threads: int = 0
+    """Encoder threads; 0: the encoder's own choice (x264: 1.5 per core)."""
+
+
+def encoder_share(sources: int) -> int:
+    """Encoder threads for one of ``sources`` streams recorded on this machine at once (0: the
+    encoder's own choice, for a single stream). x264 left to itself starts 1.5 threads per core
+    in every encoder, and encoders that each take every core slow each other: measured on 16
+    cores with 4 x 1080p at once (bench/encoder_bench.py), 41 frames/s each with 4 threads
+    against 31 with x264's choice."""
+    if sources <= 1:
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // sources)
 
 
 HARDWARE_H264 = ("h264_nvenc", "h264_amf")
@@ -203,6 +217,8 @@ class VideoFile:
         if encoding.bitrate:
             stream.bit_rate = encoding.bitrate
         stream.options = {k: str(v) for k, v in codec_options(encoding).items()}
+        if encoding.threads:
+            stream.codec_context.thread_count = encoding.threads
 
     def write(self, image: np.ndarray, pts_s: float) -> None:
         height, width = self.stream.height, self.stream.width

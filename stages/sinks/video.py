@@ -26,6 +26,7 @@ from vapipe.stages.sinks.encoder import (
     Encoding,
     Recorder,
     choose_codec,
+    encoder_share,
     open_error,
     partial_name,
     temporary_names,
@@ -55,6 +56,10 @@ class VideoConfig(StageConfig):
     the log says which and why."""
     preset: str | None = "veryfast"
     """Encoder speed/size trade-off, where the encoder has presets."""
+    threads: int | None = Field(None, ge=0)
+    """Encoder threads per file. Unset: the run's cores shared by its sources (cores /
+    sources, at least 1; with one source, the encoder's own choice), since encoders that each
+    take every core slow each other; 0: the encoder's own choice whatever the run."""
     crf: int | None = Field(23, ge=0, le=51)
     """Constant quality for x264/x265; lower is better and larger."""
     bitrate: int | None = Field(None, ge=1)
@@ -119,6 +124,8 @@ class VideoSink(PathSink):
         for names in self.files_written(self.config, context.source_ids or ["source"]):
             check_writable(Path(names if isinstance(names, str) else names.prefix))
         self._encoder_opens()
+        threads = self.config.threads
+        self._threads = encoder_share(context.sources_in_run) if threads is None else threads
 
     def _encoder_opens(self) -> None:
         """The encoder is chosen (``auto``) and opened once now, on a small picture: one that
@@ -176,7 +183,13 @@ class VideoSink(PathSink):
         path = output_path(cfg.path, frame.source_id)
         rate = frame.stream.rate or Fraction(25)
         encoding = Encoding(
-            self.codec, cfg.preset, cfg.crf, cfg.bitrate, cfg.fragmented, cfg.keyframe_s
+            self.codec,
+            cfg.preset,
+            cfg.crf,
+            cfg.bitrate,
+            cfg.fragmented,
+            cfg.keyframe_s,
+            self._threads,
         )
         height, width = frame.image.shape[:2]
         recorder = Recorder(
@@ -185,7 +198,7 @@ class VideoSink(PathSink):
         self._recorders[frame.source_id] = recorder
         self._trails[frame.source_id] = Trails(cfg.trail_frames)
         log.info(
-            "%s: writing %s (%s %dx%d @ %.3f fps%s%s)",
+            "%s: writing %s (%s %dx%d @ %.3f fps%s%s%s)",
             self.name,
             path,
             self.codec,
@@ -194,6 +207,7 @@ class VideoSink(PathSink):
             float(rate),
             {None: "", True: ", fragmented", False: ", not crash-safe"}[cfg.fragmented],
             f", {cfg.segment_s:g} s segments" if cfg.segment_s else "",
+            f", {self._threads} encoder threads" if self._threads else "",
         )
         return recorder
 
