@@ -159,19 +159,26 @@ def run_main(argv: list[str]) -> int:
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE, args.log_format)
 
-    from vapipe.pipeline.shards import ShardRunner, shard_count
+    from vapipe.pipeline.shard_plan import shard_count
+    from vapipe.pipeline.shards import ShardRunner
 
     shards = shard_count(spec.settings.shards, len(graph.sources))
     runner: Runner | ShardRunner
-    if shards > 1:
-        runner = ShardRunner(
-            graph,
-            shards,
-            overrides=tuple(args.overrides),
-            max_frames=args.max_frames,
-            log_level=args.log_level,
-            log_format=args.log_format,
-        )
+    options: dict[str, Any] = {
+        "overrides": tuple(args.overrides),
+        "max_frames": args.max_frames,
+        "log_level": args.log_level,
+        "log_format": args.log_format,
+    }
+    if spec.settings.cluster == "ray":
+        from vapipe.pipeline.ray_shards import RayShardRunner
+
+        try:
+            runner = RayShardRunner(graph, shards, **options)
+        except ConfigError as exc:
+            return _fail(exc, EXIT_USAGE, args.log_format)
+    elif shards > 1:
+        runner = ShardRunner(graph, shards, **options)
     else:
         runner = Runner(graph, max_frames=args.max_frames)
     # From here to the process's end, SIGINT/SIGTERM stop the run (also while the stages

@@ -36,6 +36,21 @@ from vapipe.pipeline.urls import register_secrets_in
 from vapipe.pipeline.validation import find_line, suggest, validate
 
 
+class ShardResources(BaseModel):
+    """What each shard asks of a cluster (``pipeline.cluster = "ray"``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    num_cpus: float = Field(1.0, ge=0)
+    """CPU cores, as the cluster counts them."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs; a fraction (0.25) lets several shards share one, as local shards do."""
+    memory: int | None = Field(None, ge=1)
+    """Bytes of memory to reserve."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources of the cluster's nodes (``{ camera_net = 1 }``)."""
+
+
 class PipelineSettings(BaseModel):
     """The optional ``[pipeline]`` table."""
 
@@ -56,6 +71,16 @@ class PipelineSettings(BaseModel):
     as ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``; empty: every shard sees them all."""
     shard_restarts: int = Field(3, ge=0, le=1000)
     """How often a shard that dies is started again with its sources before the run fails."""
+    cluster: Literal["local", "ray"] = "local"
+    """Where the shards run: ``"local"``, processes of this machine; ``"ray"``, actors of a
+    Ray cluster (``pip install 'vapipe[ray]'``), placed by its scheduler across its nodes;
+    events still come back here. See docs/cluster.md."""
+    ray_address: str | None = None
+    """The Ray cluster (``ray://head:10001`` or ``head:6379``); unset: ``RAY_ADDRESS``, else
+    a Ray instance started on this machine for the run."""
+    shard_resources: ShardResources = Field(default_factory=ShardResources)
+    """With ``cluster = "ray"``: what each shard asks for (``{ num_cpus = 2, num_gpus = 0.25
+    }``)."""
 
     @field_validator("shards", mode="before")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,3 +47,15 @@ def as_pipeline_error(exc: BaseException, stage: str, item: Any) -> PipelineErro
         source_id=getattr(item, "source_id", None),
         seq=getattr(item, "seq", None),
     )
+
+
+def exit_text(code: int | None) -> str:
+    """A child process's exit code in words: ``exit 1``, ``killed by SIGKILL``."""
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"

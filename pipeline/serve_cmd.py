@@ -84,7 +84,8 @@ def serve_main(argv: list[str]) -> int:
     from vapipe.pipeline.runner import Runner
     from vapipe.pipeline.service import Service, Streams, with_tap
     from vapipe.pipeline.service_shards import ShardedService
-    from vapipe.pipeline.shards import ShardRunner, shard_count
+    from vapipe.pipeline.shard_plan import shard_count
+    from vapipe.pipeline.shards import ShardRunner
 
     try:
         token = read_token(args.token_file)
@@ -98,6 +99,12 @@ def serve_main(argv: list[str]) -> int:
         if args.stats:
             _check_writable(Path(args.stats))
         prepare_assets(graph)
+        if spec.settings.cluster != "local":
+            raise ConfigError(
+                "serve runs its shards on this machine: cluster = \"ray\" is for run-pipeline "
+                "CONFIG (see docs/cluster.md)",
+                key="pipeline.cluster",
+            )
         shards = shard_count(spec.settings.shards)
         service: Streams
         runner: Runner | ShardRunner

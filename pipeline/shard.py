@@ -61,6 +61,9 @@ class ShardJob:
     """Streams the service had added to this shard before it was restarted (request bodies)."""
     edits: tuple[tuple[str, Any], ...] = ()
     """The line/zone edits the service had made to this shard's streams (id, PUT body)."""
+    cwd: str | None = None
+    """The parent's working directory: a shard on another machine works there when that
+    machine has it (the config's relative paths then mean the same), else where it started."""
 
 
 def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> ConfigSpec:
@@ -160,7 +163,7 @@ def run_shard(job: ShardJob, conn: Any, control: Any = None) -> None:
                 log.warning("the parent process is gone: events are no longer delivered")
 
     try:
-        code, error, stats = _run(job, send, control)
+        code, error, stats = run_job(job, send, control)
     except BaseException as exc:  # never a traceback wall from a shard: the parent says it
         code, error, stats = 1, f"shard {job.index}: {type(exc).__name__}: {exc}", {}
     send(("done", code, error, stats))
@@ -168,7 +171,15 @@ def run_shard(job: ShardJob, conn: Any, control: Any = None) -> None:
         conn.close()
 
 
-def _run(job: ShardJob, send: Send, control: Any) -> tuple[int, str | None, dict[str, Any]]:
+def run_job(
+    job: ShardJob,
+    send: Send,
+    control: Any,
+    on_runner: Callable[[Any], None] | None = None,
+) -> tuple[int, str | None, dict[str, Any]]:
+    """The shard's run. In a process of its own (``on_runner`` None) SIGTERM drains it; else
+    (a cluster's actor, on a thread that cannot take signals) ``on_runner`` is given the
+    runner, whose ``on_signal`` then drains it."""
     from vapipe.pipeline import config as config_module
     from vapipe.pipeline import graph as graph_module
     from vapipe.pipeline.errors import ConfigError
@@ -213,15 +224,19 @@ def _run(job: ShardJob, send: Send, control: Any) -> tuple[int, str | None, dict
             sources_in_run=job.sources_in_run,
         )
         on_started = None
-    # Every SIGTERM here drains: the parent sends one (it kills a shard outright with SIGKILL),
-    # and its death sends one per thread it had (PR_SET_PDEATHSIG follows the creating thread).
-    install_stop_signals(lambda signum: runner.on_signal(signum, exit_on_repeat=False))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if EARLY_STOP.is_set():
-        runner.on_signal(signal.SIGTERM)
+    if on_runner is not None:
+        on_runner(runner)
+    else:
+        # Every SIGTERM here drains: the parent sends one (it kills a shard outright with
+        # SIGKILL), and its death sends one per thread it had (PR_SET_PDEATHSIG follows the
+        # creating thread).
+        install_stop_signals(lambda signum: runner.on_signal(signum, exit_on_repeat=False))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if EARLY_STOP.is_set():
+            runner.on_signal(signal.SIGTERM)
     result = runner.run(handle_signals=False, on_started=on_started)
     stats = result.stats
-    stats["process"] = _process_stats()
+    stats["process"] = process_stats()
     if job.spawned_at is not None and runner.ready_at is not None:
         stats["process"]["ready_s"] = round(runner.ready_at - job.spawned_at, 3)
     return result.exit_code, str(result.error) if result.error else None, stats
@@ -255,7 +270,7 @@ def _stop_when_orphaned() -> None:
         pass
 
 
-def _process_stats() -> dict[str, Any]:
+def process_stats() -> dict[str, Any]:
     """Peak host memory, and GPU memory where torch is loaded and on a GPU."""
     facts: dict[str, Any] = {
         "pid": os.getpid(),

@@ -30,32 +30,20 @@ from vapipe.pipeline.outcome import (
     EXIT_USAGE,
     RunResult,
     exit_code_for,
+    exit_text,
     naming_node,
 )
 from vapipe.pipeline.shard import ShardJob, run_shard
 from vapipe.pipeline.shard_ledger import Delivered, Ledger
+from vapipe.pipeline.shard_plan import partition
 from vapipe.pipeline.shard_stats import merge_stats
 from vapipe.pipeline.stage import Stage, StageContext
 
 log = logging.getLogger(__name__)
 
-CORES_PER_SHARD = 2  # measured: 16 x 1080p on 16 cores, 8 shards beat 4 by 1.4x
+Done = tuple[int, str | None, dict[str, Any]]
+"""How a shard ended, as it said: exit code, error, stats."""
 _JOIN_S = 10.0  # a shard that said "done" but does not exit is killed after this
-
-
-def shard_count(setting: int | str, sources: int | None = None, cpus: int | None = None) -> int:
-    """Shards to start: the setting, ``"auto"`` as one per 2 cores, never more than
-    ``sources`` (a service, whose streams come later, gives none)."""
-    if setting == "auto":
-        wanted = max(1, (cpus or os.cpu_count() or 1) // CORES_PER_SHARD)
-    else:
-        wanted = int(setting)
-    return max(1, min(wanted, sources if sources is not None else wanted))
-
-
-def partition(sources: list[str], count: int) -> list[tuple[str, ...]]:
-    """Round robin, in config order: shard 0 gets sources 0, N, 2N, ..."""
-    return [tuple(sources[index::count]) for index in range(count)]
 
 
 @dataclass
@@ -65,10 +53,12 @@ class Slot:
     device: str | None
     restarts: int = 0
     process: Any = None
-    done: tuple[int, str | None, dict[str, Any]] | None = None
+    done: Done | None = None
     thread: threading.Thread | None = None
     added: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Streams a service added to this shard while it runs: id -> the request's body."""
+    node: str | None = None
+    """Where it runs, when that is not this machine (a cluster's node)."""
 
 
 class ShardRunner:
@@ -118,7 +108,7 @@ class ShardRunner:
         if failed is not None:
             return self._result(failed, started=False)
         self._map_sources()
-        context = shard_context(self.graph)
+        context = self._context()
         for slot in self._slots:
             slot.thread = threading.Thread(
                 target=self._supervise, args=(slot, context), name=f"shard{slot.index}"
@@ -139,7 +129,7 @@ class ShardRunner:
         """The first SIGINT/SIGTERM drains every shard; a second kills them and exits."""
         if self.interrupted:
             for slot in self._slots:
-                _kill(slot.process)
+                self._kill_shard(slot)
             os._exit(EXIT_INTERRUPTED)
         self.interrupted = True
         self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
@@ -150,7 +140,7 @@ class ShardRunner:
         log.info("stopping: %s", reason)
         self.stop_requested.set()
         for slot in self._slots:
-            _terminate(slot.process)
+            self._stop_shard(slot)
 
     def progress(self) -> tuple[int, int | None]:
         return self.ledger.progress(), None
@@ -183,41 +173,13 @@ class ShardRunner:
 
     def _supervise(self, slot: Slot, context: Any) -> None:
         while True:
-            reader, writer = context.Pipe(duplex=False)
-            job = self._job(slot)
-            extra = self._process_args(slot, context)
-            slot.process = context.Process(
-                target=run_shard, args=(job, writer, *extra), name=f"vapipe-shard{slot.index}"
-            )
-            slot.process.start()
-            writer.close()
-            for end in extra:
-                end.close()  # the child's ends: theirs now
-            log.info(
-                "shard%d (pid %d%s): %s",
-                slot.index,
-                slot.process.pid,
-                f", device {slot.device}" if slot.device else "",
-                ", ".join(self._nodes_of(slot)) or "no streams yet",
-            )
-            if self.stop_requested.is_set():
-                _terminate(slot.process)
-            slot.done = self._read(slot, reader)
-            reader.close()
-            self._shard_ended(slot)
-            slot.process.join(_JOIN_S if slot.done else None)
-            if slot.process.is_alive():
-                _kill(slot.process)
-                slot.process.join()
+            ended = self._run_once(slot, context)
             if slot.done is not None:
                 code, error, _ = slot.done
                 if error is not None:
                     self._fail(ConfigError(error) if code == EXIT_USAGE else PipelineError(error))
                 return
-            reason = (
-                f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) died "
-                f"({_exit_text(slot.process.exitcode)})"
-            )
+            reason = f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) died ({ended})"
             self._sources_down(slot, reason)
             if self.stop_requested.is_set() or slot.restarts >= self.settings.shard_restarts:
                 self._fail(PipelineError(f"{reason}; restarted {slot.restarts} times, no more"))
@@ -229,6 +191,46 @@ class ShardRunner:
                 slot.restarts,
                 self.settings.shard_restarts,
             )
+
+    def _run_once(self, slot: Slot, context: Any) -> str:
+        """Run the shard once, delivering its records; how it ended (``slot.done``: it said)."""
+        reader, writer = context.Pipe(duplex=False)
+        job = self._job(slot)
+        extra = self._process_args(slot, context)
+        slot.process = context.Process(
+            target=run_shard, args=(job, writer, *extra), name=f"vapipe-shard{slot.index}"
+        )
+        slot.process.start()
+        writer.close()
+        for end in extra:
+            end.close()  # the child's ends: theirs now
+        log.info(
+            "shard%d (pid %d%s): %s",
+            slot.index,
+            slot.process.pid,
+            f", device {slot.device}" if slot.device else "",
+            ", ".join(self._nodes_of(slot)) or "no streams yet",
+        )
+        if self.stop_requested.is_set():
+            self._stop_shard(slot)
+        slot.done = self._read(slot, reader)
+        reader.close()
+        self._shard_ended(slot)
+        slot.process.join(_JOIN_S if slot.done else None)
+        if slot.process.is_alive():
+            _kill(slot.process)
+            slot.process.join()
+        return exit_text(slot.process.exitcode)
+
+    def _context(self) -> Any:
+        return shard_context(self.graph)
+
+    def _stop_shard(self, slot: Slot) -> None:
+        """Ask the shard to drain (SIGTERM)."""
+        _terminate(slot.process)
+
+    def _kill_shard(self, slot: Slot) -> None:
+        _kill(slot.process)
 
     def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
         """More arguments for the shard process (connections: closed here once it started)."""
@@ -262,24 +264,31 @@ class ShardRunner:
             log_format=self.log_format,
         )
 
-    def _read(self, slot: Slot, reader: Any) -> tuple[int, str | None, dict[str, Any]] | None:
+    def _read(self, slot: Slot, reader: Any) -> Done | None:
         """Deliver the shard's records until it says it is done (or its pipe breaks: None)."""
         while True:
             try:
                 message = reader.recv()
             except Exception:  # EOF, or half a message from a process that was killed
                 return None
-            kind = message[0]
-            if kind == "frame":
-                _, sink, source_id, seq, pts, captured, records = message
-                self._deliver_frame(sink, source_id, seq, (pts, captured), records)
-            elif kind == "message":
-                _, sink, records = message
-                self._write(sink, records)
-            elif kind == "done":
-                return message[1], message[2], message[3]
-            else:
-                self._other(slot, message)
+            done = self._handle(slot, message)
+            if done is not None:
+                return done
+
+    def _handle(self, slot: Slot, message: tuple[Any, ...]) -> Done | None:
+        """One message from a shard; the shard's end when it is the last."""
+        kind = message[0]
+        if kind == "frame":
+            _, sink, source_id, seq, pts, captured, records = message
+            self._deliver_frame(sink, source_id, seq, (pts, captured), records)
+        elif kind == "message":
+            _, sink, records = message
+            self._write(sink, records)
+        elif kind == "done":
+            return message[1], message[2], message[3]
+        else:
+            self._other(slot, message)
+        return None
 
     def _deliver_frame(
         self,
@@ -335,7 +344,7 @@ class ShardRunner:
             if deadline is not None and time.monotonic() > deadline:
                 log.warning("shards did not drain within %.0f s; killing them", grace)
                 for slot in self._slots:
-                    _kill(slot.process)
+                    self._kill_shard(slot)
                 deadline = float("inf")
             for slot in self._slots:
                 if slot.thread is not None:
@@ -360,6 +369,7 @@ class ShardRunner:
                 "device": slot.device,
                 "restarts": slot.restarts,
                 "exit_code": slot.done[0] if slot.done else None,
+                **({"node": slot.node} if slot.node else {}),
             }
             for slot in self._slots
         ]
@@ -369,17 +379,6 @@ class ShardRunner:
         stats["exit_code"] = code
         stats["error"] = str(self._error) if self._error else None
         return RunResult(code, self._error, stats)
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "no exit code"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit {code}"
 
 
 def _terminate(process: Any) -> None:

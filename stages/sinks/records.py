@@ -41,11 +41,23 @@ def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record
     for event in frame.events:
         yield {
             "event": event["event"],
+            "id": event_id(frame.source_id, frame.seq, event),
             "source_id": frame.source_id,
             "seq": frame.seq,
             **when,
             **{k: v for k, v in event.items() if k not in ("event", "source_id", "seq")},
         }
+
+
+def event_id(source_id: str, seq: int, event: dict[str, Any]) -> str:
+    """``source/seq/type/track/line-or-zone`` (``-`` for what the event has not): the same for
+    the same event whenever it is made again (a restarted shard reads its frames again), so
+    that a consumer can drop one it has had."""
+    track = event.get("track_id")
+    where = event.get("line") or event.get("zone")
+    return "/".join(
+        (source_id, str(seq), event["event"], "-" if track is None else str(track), where or "-")
+    )
 
 
 def to_json(record: Record) -> str:

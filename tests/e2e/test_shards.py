@@ -76,6 +76,17 @@ def frames_by_source(events: list[dict]) -> dict[str, list[dict]]:
     return result
 
 
+def same_detections(one: dict[str, list[dict]], other: dict[str, list[dict]]) -> None:
+    """Frame by frame, the same objects with the same track ids in the same places."""
+    for source in one:
+        for a, b in zip(one[source], other[source], strict=True):
+            assert len(a["detections"]) == len(b["detections"]), (source, a["seq"])
+            for x, y in zip(a["detections"], b["detections"], strict=True):
+                assert x["class_id"] == y["class_id"]
+                assert x["track_id"] == y["track_id"]
+                assert x["xyxy"] == pytest.approx(y["xyxy"], abs=0.1)
+
+
 def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None:
     runs = {}
     for shards in (1, 2):
@@ -92,12 +103,7 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
     assert sorted(one) == sorted(two) == ["horses", "people", "traffic"]
     for source in one:
         assert [e["seq"] for e in two[source]] == list(range(40)), source  # in order, no gaps
-        for a, b in zip(one[source], two[source], strict=True):
-            assert len(a["detections"]) == len(b["detections"]), (source, a["seq"])
-            for x, y in zip(a["detections"], b["detections"], strict=True):
-                assert x["class_id"] == y["class_id"]
-                assert x["track_id"] == y["track_id"]
-                assert x["xyxy"] == pytest.approx(y["xyxy"], abs=0.1)
+    same_detections(one, two)
     folder = runs[2][0]
     stats = json.loads((folder / "stats.json").read_text())
     shards = stats["shards"]

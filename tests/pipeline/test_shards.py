@@ -7,8 +7,8 @@ import pytest
 from vapipe.pipeline.config import parse
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.shard import restart_path, subset
+from vapipe.pipeline.shard_plan import partition, shard_count
 from vapipe.pipeline.shard_stats import add_queue, add_stage
-from vapipe.pipeline.shards import partition, shard_count
 
 CONFIG = """\
 links = ["a ! pre", "b ! pre", "c ! pre ! det ! nms ! video", "nms ! events"]
