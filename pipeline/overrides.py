@@ -32,11 +32,15 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
     except tomllib.TOMLDecodeError:
         value = value_text
     nodes = raw.setdefault("nodes", {})
-    if parts[0] in ("pipeline", "serve") and parts[0] not in nodes and len(parts) == 2:
-        settings = raw.setdefault(parts[0], {})
-        if not isinstance(settings, dict):
-            raise ConfigError(f"[{parts[0]}] is not a table", file=file)
-        settings[parts[1]] = value  # pipeline.shards=2: the [pipeline] table; so [serve]
+    if parts[0] in ("pipeline", "serve") and parts[0] not in nodes:
+        # pipeline.shards=2: the [pipeline] table (so [serve]), and the tables in it
+        # (pipeline.shard_resources.num_gpus=0.25).
+        settings: Any = raw
+        for depth, part in enumerate(parts[:-1]):
+            settings = settings.setdefault(part, {})
+            if not isinstance(settings, dict):
+                raise ConfigError(f"[{'.'.join(parts[: depth + 1])}] is not a table", file=file)
+        settings[parts[-1]] = value
         return
     if parts[0] not in nodes:
         known = list(nodes)

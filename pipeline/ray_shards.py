@@ -23,6 +23,7 @@ import threading
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.overrides import ENV_PATTERN
 from vapipe.pipeline.shard import ShardJob
 from vapipe.pipeline.shards import ShardRunner, Slot
 from vapipe.pipeline.urls import mask_credentials
@@ -95,6 +96,7 @@ class ShardActor:
         """Start the shard; where it runs."""
         import ray
 
+        os.environ.update(job.env)
         if job.cwd and os.path.isdir(job.cwd):
             os.chdir(job.cwd)
         threading.Thread(target=self._main, args=(job,), name="shard", daemon=True).start()
@@ -174,14 +176,17 @@ class RayShardRunner(ShardRunner):
         shown = mask_credentials(address) if address else "a Ray instance started here"
         options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
         if address is None:
-            options["include_dashboard"] = False
+            # "local": a new instance, never one that happens to run on this machine (Ray's
+            # default would join the newest cluster started here).
+            options.update(address="local", include_dashboard=False)
         else:
+            options["address"] = address
             try:
                 reach(address, shown)
             except ConfigError as exc:  # named with the config it came from
                 raise ConfigError(exc.message, file=self.graph.spec.file, key=exc.key) from None
         try:
-            ray.init(address=address, **options)
+            ray.init(**options)
         except Exception as exc:  # ConnectionError, or Ray's own for a bad address
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(
@@ -200,7 +205,9 @@ class RayShardRunner(ShardRunner):
     def _run_once(self, slot: Slot, context: Any) -> str:
         ray = self._ray
         job = self._job(slot)
-        job = ShardJob(**{**job.__dict__, "device": None, "cwd": os.getcwd()})
+        named = ENV_PATTERN.findall(" ".join((job.config_text, *job.overrides)))
+        env = {name: os.environ[name] for name, _ in named if name in os.environ}
+        job = ShardJob(**{**job.__dict__, "device": None, "cwd": os.getcwd(), "env": env})
         wanted = self.settings.shard_resources
         actor = self._actor_class.options(
             num_cpus=wanted.num_cpus,

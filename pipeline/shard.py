@@ -64,6 +64,9 @@ class ShardJob:
     cwd: str | None = None
     """The parent's working directory: a shard on another machine works there when that
     machine has it (the config's relative paths then mean the same), else where it started."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The parent's values of the variables the config names (``${VAR}``): a shard on another
+    machine expands the config as the parent did."""
 
 
 def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> ConfigSpec:

@@ -5,6 +5,7 @@ actors placed by Ray's scheduler, the events merged in the driver."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +31,16 @@ num_cpus = 1
 """ + THREE_SOURCES[THREE_SOURCES.index("[nodes.pre]") :]  # the same detector, tracker, sinks
 
 
+DRIVER_ENV = {**os.environ, "CLIP6": "sample:horses"}
+
+
 def write_config(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
+    # One clip named through the environment: the shards on other nodes must expand the config
+    # with the driver's values, not their own (the nodes here never had this variable).
+    uris = {name: f"sample:{clip}" for name, clip in SOURCES.items()} | {"horses2": "${CLIP6}"}
     sources = "".join(
-        f'[nodes.{name}]\ntype = "source"\nuri = "sample:{clip}"\n\n'
-        for name, clip in SOURCES.items()
+        f'[nodes.{name}]\ntype = "source"\nuri = "{uri}"\n\n' for name, uri in uris.items()
     )
     links = ", ".join(f'"{name} ! pre"' for name in SOURCES)
     path = folder / "cluster.toml"
@@ -72,7 +78,7 @@ def test_six_files_over_three_nodes_give_the_events_of_one_process(
         folder = tmp_path / name
         config = write_config(folder)
         result = cli(str(config), "--max-frames", str(frames), "--stats", "stats.json", *extra,
-                     cwd=folder)  # fmt: skip
+                     cwd=folder, env=DRIVER_ENV)  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         runs[name] = frames_by_source(read_events(folder / "out" / "events.jsonl"))
     one, ray = runs["one"], runs["ray"]
@@ -100,7 +106,8 @@ def test_a_lost_node_s_sources_go_on_elsewhere_and_every_frame_arrives_once(
     frames = 96
     config = write_config(tmp_path)
     events = tmp_path / "out" / "events.jsonl"
-    run = Running(config, "--max-frames", str(frames), "--stats", "stats.json", *on(cluster))
+    run = Running(config, "--max-frames", str(frames), "--stats", "stats.json", *on(cluster),
+                  env=DRIVER_ENV)  # fmt: skip
     placed = re.compile(r"shard(\d) \(ray node \S+ \(([0-9a-f]{8})\)")
     wait_for(lambda: len({m[0] for m in map(placed.search, run.lines) if m}) == 3, 180,
              "three shards placed")  # fmt: skip
@@ -139,7 +146,7 @@ def test_an_address_nothing_answers_is_one_line_naming_it(tmp_path: Path) -> Non
     config = write_config(tmp_path)
     result = cli(str(config), "--set", "pipeline.cluster='ray'",
                  "--set", "pipeline.ray_address='ray://user:secret@127.0.0.1:1'",
-                 cwd=tmp_path)  # fmt: skip
+                 cwd=tmp_path, env=DRIVER_ENV)  # fmt: skip
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("error: ") and "cluster.toml" in lines[-1]

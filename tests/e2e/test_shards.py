@@ -132,10 +132,11 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
 class Running:
     """The CLI in its own session (like a terminal's foreground job), stderr collected."""
 
-    def __init__(self, config: Path, *args: str) -> None:
+    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "vapipe", str(config), *args],
             cwd=config.parent,
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -183,3 +183,19 @@ def test_the_forkserver_preloads_what_the_graph_runs() -> None:
     assert "torch" not in modules
     if importlib.util.find_spec("torch") is not None:
         assert "torch" in preloaded(build(parse(CONFIG, "x.toml", ["det.backend='torch'"])))
+
+
+def test_cluster_settings_are_set_from_the_command_line_table_by_table() -> None:
+    overrides = [
+        "pipeline.cluster=ray",
+        "pipeline.shard_resources.num_gpus=0.25",
+        "pipeline.shard_resources.resources={ camera_net = 1 }",
+    ]
+    spec = parse(CONFIG, "x.toml", overrides)
+    wanted = spec.settings.shard_resources
+    assert spec.settings.cluster == "ray"
+    assert (wanted.num_cpus, wanted.num_gpus, wanted.resources) == (1.0, 0.25, {"camera_net": 1})
+    with pytest.raises(ConfigError, match="cluster"):
+        parse(CONFIG, "x.toml", ["pipeline.cluster=slurm"])
+    with pytest.raises(ConfigError, match=r"\[pipeline.cluster\] is not a table"):
+        parse(CONFIG, "x.toml", ["pipeline.cluster=ray", "pipeline.cluster.x=1"])
