@@ -3,6 +3,7 @@ runner's own counters (nothing is counted twice). Names start ``vapipe_`` (docs/
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,9 @@ from vapipe.pipeline.metrics import BUCKETS_S, Histogram
 from vapipe.pipeline.node import Node
 
 STATES = ("opening", "running", "reconnecting", "down", "stopping")
-SHARD_STAGE = ["shard", "stage"]
+SHARD_STAGE = ["node", "shard", "stage"]
+THIS_NODE = socket.gethostname()
+"""A shard's ``node`` label when it runs on this machine."""
 
 
 def _buckets(counts: list[int]) -> list[tuple[str, float]]:
@@ -69,26 +72,29 @@ class ServiceCollector(Collector):
             labels=[*SHARD_STAGE, "source"],
         )
         depth = GaugeMetricFamily(
-            "vapipe_queue_depth", "Items waiting in a link.", labels=["shard", "link"]
+            "vapipe_queue_depth", "Items waiting in a link.", labels=["node", "shard", "link"]
         )
         drops = CounterMetricFamily(
-            "vapipe_queue_dropped", "Items a leaky link dropped.", labels=["shard", "link"]
+            "vapipe_queue_dropped", "Items a leaky link dropped.", labels=["node", "shard", "link"]
         )
         gpu = GaugeMetricFamily(
-            "vapipe_gpu_memory_bytes", "GPU memory a process holds (torch).", labels=["shard"]
+            "vapipe_gpu_memory_bytes",
+            "GPU memory a process holds (torch).",
+            labels=["node", "shard"],
         )
         for shard, taken in service.metric_snapshots():
+            at = [taken.get("node") or THIS_NODE, shard]  # a cluster's node, else this machine
             for name, stage in taken["stages"].items():
-                frames.add_metric([shard, name], stage["items"])
+                frames.add_metric([*at, name], stage["items"])
                 counts, total_s = stage["processing"]
-                processing.add_metric([shard, name], _buckets(counts), total_s)
+                processing.add_metric([*at, name], _buckets(counts), total_s)
                 for source, (counts, total_s) in stage["latency"].items():
-                    latency.add_metric([shard, name, source], _buckets(counts), total_s)
+                    latency.add_metric([*at, name, source], _buckets(counts), total_s)
                 for link, waiting, dropped in stage["links"]:
-                    depth.add_metric([shard, link], waiting)
-                    drops.add_metric([shard, link], dropped)
+                    depth.add_metric([*at, link], waiting)
+                    drops.add_metric([*at, link], dropped)
             if taken["gpu_memory_bytes"] is not None:
-                gpu.add_metric([shard], taken["gpu_memory_bytes"])
+                gpu.add_metric(at, taken["gpu_memory_bytes"])
         yield from (frames, processing, latency, depth, drops, gpu)
 
         streams = service.streams()

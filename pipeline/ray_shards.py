@@ -18,8 +18,10 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import signal
 import threading
+import time
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
@@ -34,6 +36,8 @@ POLL_S = 0.5
 """How long one poll of an actor's outbox waits for a message."""
 OUTBOX = 1024
 """Messages an actor holds for the driver before its shard waits."""
+NODE_RECORD_S = 5.0
+"""How long a node that Ray's message says died may take to be recorded dead."""
 PLACE_S = 120.0
 """How long a shard may wait for the cluster to find it a place before the run fails."""
 
@@ -82,6 +86,22 @@ def reach(address: str, shown: str) -> None:
         ) from None
 
 
+class ActorEnd:
+    """The shard's end of a service's control channel inside an actor: what a pipe's end is to
+    a local shard (``recv`` and ``send``), over two queues the driver reaches through the
+    actor's methods."""
+
+    def __init__(self) -> None:
+        self.inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.outbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+
+    def recv(self) -> tuple[Any, ...]:
+        return self.inbox.get()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self.outbox.put(message)
+
+
 class ShardActor:
     """One shard in a Ray worker process (made a Ray actor by :class:`RayShardRunner`): the
     shard runs on a thread, its messages wait in the outbox for :meth:`poll`."""
@@ -91,15 +111,17 @@ class ShardActor:
         self._lock = threading.Lock()
         self._runner: Any = None
         self._stopping = False
+        self._control = ActorEnd()
 
-    def start(self, job: ShardJob) -> dict[str, Any]:
-        """Start the shard; where it runs."""
+    def start(self, job: ShardJob, control: bool = False) -> dict[str, Any]:
+        """Start the shard (a service's, with ``control``: requests come through
+        :meth:`control_send`, answers go out through :meth:`control_recv`); where it runs."""
         import ray
 
         os.environ.update(job.env)
         if job.cwd and os.path.isdir(job.cwd):
             os.chdir(job.cwd)
-        threading.Thread(target=self._main, args=(job,), name="shard", daemon=True).start()
+        threading.Thread(target=self._main, args=(job, control), name="shard", daemon=True).start()
         context = ray.get_runtime_context()
         return {
             "node_id": context.get_node_id(),
@@ -108,11 +130,12 @@ class ShardActor:
             "gpus": [str(g) for g in ray.get_gpu_ids()],
         }
 
-    def _main(self, job: ShardJob) -> None:
+    def _main(self, job: ShardJob, control: bool) -> None:
         from vapipe.pipeline.shard import run_job
 
+        end = self._control if control else None
         try:
-            code, error, stats = run_job(job, self._outbox.put, None, on_runner=self._ready)
+            code, error, stats = run_job(job, self._outbox.put, end, on_runner=self._ready)
         except BaseException as exc:  # the driver says it, in one line
             code, error, stats = 1, f"shard {job.index}: {type(exc).__name__}: {exc}", {}
         self._outbox.put(("done", code, error, stats))
@@ -136,6 +159,21 @@ class ShardActor:
             except queue.Empty:
                 break
         return batch
+
+    def control_send(self, message: tuple[Any, ...]) -> None:
+        self._control.inbox.put(message)
+
+    def control_recv(self, wait_s: float) -> list[tuple[Any, ...]]:
+        """The shard's answers waiting (at least one, unless ``wait_s`` passed)."""
+        try:
+            batch = [self._control.outbox.get(timeout=wait_s)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                batch.append(self._control.outbox.get_nowait())
+            except queue.Empty:
+                return batch
 
     def stop(self) -> None:
         """Drain the shard, as SIGTERM does to a local one."""
@@ -215,16 +253,19 @@ class RayShardRunner(ShardRunner):
             memory=wanted.memory,
             resources=wanted.resources or None,
             max_restarts=0,
-            max_concurrency=4,  # poll and stop at once
+            max_concurrency=8,  # poll, stop and a service's control calls at once
             scheduling_strategy="SPREAD",
         ).remote()
         slot.process = actor
+        control = self._attach_control(slot, actor)
         try:
-            where = ray.get(actor.start.remote(job), timeout=PLACE_S)
+            where = ray.get(actor.start.remote(job, control), timeout=PLACE_S)
         except ray.exceptions.GetTimeoutError:
             self._kill_shard(slot)
+            self._shard_ended(slot)
             return f"not placed within {PLACE_S:.0f} s: no node has {wanted.model_dump()}"
         except ray.exceptions.RayError as exc:
+            self._shard_ended(slot)
             return self._why_it_died(slot, exc)
         self._node_of[slot.index] = where["node_id"]
         slot.node = f"{where['ip']} ({where['node_id'][:8]})"
@@ -238,6 +279,14 @@ class RayShardRunner(ShardRunner):
         )
         if self.stop_requested.is_set():
             self._stop_shard(slot)
+        try:
+            return self._deliver(slot, actor)
+        finally:
+            self._shard_ended(slot)
+
+    def _deliver(self, slot: Slot, actor: Any) -> str:
+        """The shard's records until it is done (then ``done``) or its actor is gone."""
+        ray = self._ray
         while True:
             try:
                 batch = ray.get(actor.poll.remote(POLL_S))
@@ -250,12 +299,27 @@ class RayShardRunner(ShardRunner):
                     self._kill_shard(slot)
                     return "done"
 
+    def _attach_control(self, slot: Slot, actor: Any) -> bool:
+        """Whether the shard gets a control channel (a service's shards do)."""
+        return False
+
     def _why_it_died(self, slot: Slot, exc: Exception) -> str:
+        """``node lost`` when the shard's node is dead, else ``shard died``. The actor's death
+        can reach us before the node's is recorded: where Ray's message blames the node,
+        its record is waited for a moment."""
         node = self._node_of.get(slot.index)
-        alive = {n["NodeID"]: n.get("Alive", False) for n in self._ray.nodes()}
-        if node is not None and not alive.get(node, False):
-            return f"node lost: {slot.node}"
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        text = str(exc)
+        blames_node = re.search(r"\bnode\b.*\b(died|dead|lost|removed)\b", text, re.I | re.S)
+        waited = time.monotonic() + (NODE_RECORD_S if blames_node else 0.0)
+        while node is not None:
+            alive = {n["NodeID"]: n.get("Alive", False) for n in self._ray.nodes()}
+            if not alive.get(node, False):
+                return f"node lost: {slot.node}"
+            if time.monotonic() >= waited:
+                break
+            time.sleep(0.2)
+        self._kill_shard(slot)  # unreachable for now, perhaps not dead: it must not go on
+        first = (text.strip().splitlines() or [type(exc).__name__])[0]
         return f"shard died: {type(exc).__name__}: {first[:200]}"
 
     def _stop_shard(self, slot: Slot) -> None:

@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.logs import json_line, setup_logging
@@ -83,7 +84,7 @@ def serve_main(argv: list[str]) -> int:
     from vapipe.pipeline.event_hub import EventHub
     from vapipe.pipeline.runner import Runner
     from vapipe.pipeline.service import Service, Streams, with_tap
-    from vapipe.pipeline.service_shards import ShardedService
+    from vapipe.pipeline.service_shards import ServiceShardRunner, ShardedService
     from vapipe.pipeline.shard_plan import shard_count
     from vapipe.pipeline.shards import ShardRunner
 
@@ -99,20 +100,16 @@ def serve_main(argv: list[str]) -> int:
         if args.stats:
             _check_writable(Path(args.stats))
         prepare_assets(graph)
-        if spec.settings.cluster != "local":
-            raise ConfigError(
-                "serve runs its shards on this machine: cluster = \"ray\" is for run-pipeline "
-                "CONFIG (see docs/cluster.md)",
-                key="pipeline.cluster",
-            )
         shards = shard_count(spec.settings.shards)
         service: Streams
         runner: Runner | ShardRunner
-        if shards > 1:
+        on_cluster = spec.settings.cluster == "ray"
+        if shards > 1 or on_cluster:
             sharded = ShardedService(
                 graph,
                 EventHub(),
                 shards,
+                runner_class=ray_service_runner() if on_cluster else ServiceShardRunner,
                 overrides=tuple(args.overrides),
                 log_level=args.log_level,
                 log_format=args.log_format,
@@ -153,3 +150,12 @@ def serve_main(argv: list[str]) -> int:
     sock.close()
     report(result, args.stats, args.log_format)
     return result.exit_code
+
+
+def ray_service_runner() -> Any:
+    """The service's shard runner on a Ray cluster (ConfigError when Ray is not installed)."""
+    from vapipe.pipeline.ray_service import RayServiceShardRunner
+    from vapipe.pipeline.ray_shards import import_ray
+
+    import_ray()
+    return RayServiceShardRunner

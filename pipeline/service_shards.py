@@ -153,9 +153,16 @@ class ServiceShardRunner(ShardRunner):
 
 
 class ShardedService(Streams):
-    def __init__(self, graph: Graph, hub: EventHub, count: int, **runner_options: Any) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        hub: EventHub,
+        count: int,
+        runner_class: type[ServiceShardRunner] = ServiceShardRunner,
+        **runner_options: Any,
+    ) -> None:
         super().__init__(graph, hub)
-        self.runner = ServiceShardRunner(graph, count, hub, self.template, **runner_options)
+        self.runner = runner_class(graph, count, hub, self.template, **runner_options)
         self.stopping = self.runner.stop_requested
         self.where: dict[str, int] = {}  # stream id -> shard index
         for slot in self.runner.slots:
@@ -277,7 +284,8 @@ class ShardedService(Streams):
             if control.hello.is_set():
                 # A shard that is starting again has nothing to show yet.
                 with contextlib.suppress(StreamError):
-                    taken.append((str(index), control.call("metrics")))
+                    node = self.runner.slots[index].node  # None: this machine
+                    taken.append((str(index), {**control.call("metrics"), "node": node}))
         return taken
 
 

@@ -9,10 +9,12 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.helpers import cli, probe_video, read_events, wait_for
+from tests.e2e.ray_cluster import on, ray_cluster, worker_nodes
 from tests.e2e.test_shards import THREE_SOURCES, Running, frames_by_source, same_detections
 
 SOURCES = {"people": "people", "traffic": "traffic", "horses": "horses",
@@ -49,28 +51,15 @@ def write_config(folder: Path) -> Path:
 
 
 @pytest.fixture
-def cluster() -> Iterator[object]:
+def cluster() -> Iterator[Any]:
     """A head and two more nodes, 2 CPUs each (as Ray counts them): room for a shard that
     moves when its node is lost."""
-    from ray.cluster_utils import Cluster
-
-    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
-    try:
-        for _ in range(2):
-            made.add_node(num_cpus=2)
-        made.wait_for_nodes()
+    with ray_cluster(head_cpus=2, workers=2) as made:
         yield made
-    finally:
-        made.shutdown()
-
-
-def on(cluster: object) -> tuple[str, ...]:
-    address = cluster.address  # type: ignore[attr-defined]
-    return ("--set", "pipeline.cluster='ray'", "--set", f"pipeline.ray_address='{address}'")
 
 
 def test_six_files_over_three_nodes_give_the_events_of_one_process(
-    tmp_path: Path, cluster: object
+    tmp_path: Path, cluster: Any
 ) -> None:
     frames = 24
     runs = {}
@@ -101,7 +90,7 @@ def test_six_files_over_three_nodes_give_the_events_of_one_process(
 
 
 def test_a_lost_node_s_sources_go_on_elsewhere_and_every_frame_arrives_once(
-    tmp_path: Path, cluster: object
+    tmp_path: Path, cluster: Any
 ) -> None:
     frames = 96
     config = write_config(tmp_path)
@@ -111,7 +100,7 @@ def test_a_lost_node_s_sources_go_on_elsewhere_and_every_frame_arrives_once(
     placed = re.compile(r"shard(\d) \(ray node \S+ \(([0-9a-f]{8})\)")
     wait_for(lambda: len({m[0] for m in map(placed.search, run.lines) if m}) == 3, 180,
              "three shards placed")  # fmt: skip
-    workers = {n.node_id[:8]: n for n in cluster.worker_nodes}  # type: ignore[attr-defined]
+    workers = worker_nodes(cluster)
     shard, node_id = next(
         (m[1], m[2]) for m in map(placed.search, run.lines) if m and m[2] in workers
     )
@@ -123,7 +112,7 @@ def test_a_lost_node_s_sources_go_on_elsewhere_and_every_frame_arrives_once(
 
     wait_for(lambda: delivered(lost[0]) >= 8, 180, "frames from the shard on that node")
     assert delivered(lost[0]) < frames, "the run ended before the node could be lost"
-    cluster.remove_node(workers[node_id])  # type: ignore[attr-defined]
+    cluster.remove_node(workers[node_id])
     assert run.finish(300) == 0, "\n".join(run.lines[-40:])
 
     records = read_events(events)
@@ -139,7 +128,7 @@ def test_a_lost_node_s_sources_go_on_elsewhere_and_every_frame_arrives_once(
     assert not [r for r in records if r["source_id"] in others and r["event"] == "source_down"]
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert [s["restarts"] for s in stats["shards"]] == [int(i == int(shard)) for i in range(3)]
-    assert workers[node_id] not in cluster.worker_nodes  # type: ignore[attr-defined]
+    assert workers[node_id] not in cluster.worker_nodes
 
 
 def test_an_address_nothing_answers_is_one_line_naming_it(tmp_path: Path) -> None:
@@ -152,3 +141,42 @@ def test_an_address_nothing_answers_is_one_line_naming_it(tmp_path: Path) -> Non
     assert lines[-1].startswith("error: ") and "cluster.toml" in lines[-1]
     assert "cannot reach the Ray cluster at ray://***@127.0.0.1:1" in lines[-1]
     assert "secret" not in result.stderr
+
+
+def test_a_camera_on_a_lost_node_moves_reconnects_and_keeps_its_time(tmp_path: Path) -> None:
+    from tests.conftest import asset
+    from tests.e2e.rtsp import rtsp_server
+    from tests.e2e.test_timeline import CAMERAS_IN_SHARDS, RATE, assert_real_time, frames
+
+    events_path = tmp_path / "events.jsonl"
+
+    def count(source: str) -> int:
+        text = events_path.read_text() if events_path.exists() else ""
+        return text.count(f'"event":"frame","source_id":"{source}"')
+
+    # Shards only on the two workers (one each), so that the lost one's camera has somewhere
+    # to go.
+    with (
+        ray_cluster(head_cpus=0, workers=2) as cluster,
+        rtsp_server(asset("media", "people.mp4")) as server,
+    ):
+        config = tmp_path / "cams.toml"
+        config.write_text(CAMERAS_IN_SHARDS.format(url=server.url))
+        run = Running(config, *on(cluster))
+        wait_for(lambda: count("b") >= 48, 180, "two seconds of camera b")
+        placed = re.compile(r"shard1 \(ray node \S+ \(([0-9a-f]{8})\)")
+        node = next(m[1] for m in map(placed.search, run.lines) if m)
+        cluster.remove_node(worker_nodes(cluster)[node])  # shard1 has b
+        wait_for(lambda: '"source_up"' in events_path.read_text(), 180, "b back elsewhere")
+        restarted = count("b")
+        wait_for(lambda: count("b") >= restarted + 96, 120, "four seconds after it moved")
+        run.process.send_signal(2)
+        assert run.finish(120) == 130, "\n".join(run.lines[-30:])
+    events = read_events(events_path)
+    down = next(e for e in events if e["event"] == "source_down")
+    assert down["source_id"] == "b" and "node lost" in down["reason"]
+    seen = frames(events, "b")
+    seqs = [e["seq"] for e in seen]
+    assert seqs == sorted(set(seqs)), "seq went back after the move"
+    assert_real_time(seen, 1 / RATE)  # its time spans the outage, neither squeezed nor stretched
+    assert not [e for e in events if e["event"] == "source_down" and e["source_id"] == "a"]

@@ -4,6 +4,7 @@ and removed while it runs, live events, metrics, previews, bad requests, the tok
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -120,11 +121,12 @@ def test_metrics_snapshot_and_mjpeg(tmp_path: Path) -> None:
             }
 
         first = samples()
-        key = ("vapipe_stage_frames_total", (("shard", "0"), ("stage", "det")))
+        here = ("node", socket.gethostname())  # one process: this machine
+        key = ("vapipe_stage_frames_total", (here, ("shard", "0"), ("stage", "det")))
         wait_for(lambda: samples()[key] > first.get(key, 0) + 5, 120, "det's frames to grow")
         later = samples()
         assert later[("vapipe_stream_state", (("state", "running"), ("stream", "cam")))] == 1
-        det = (("shard", "0"), ("stage", "det"))
+        det = (here, ("shard", "0"), ("stage", "det"))
         assert later[("vapipe_stage_processing_seconds_count", det)] > 0
         assert later[("vapipe_stream_frames_total", (("stream", "cam"),))] > 0
 
