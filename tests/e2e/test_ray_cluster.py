@@ -173,10 +173,13 @@ def test_a_camera_on_a_lost_node_moves_reconnects_and_keeps_its_time(tmp_path: P
         run.process.send_signal(2)
         assert run.finish(120) == 130, "\n".join(run.lines[-30:])
     events = read_events(events_path)
-    down = next(e for e in events if e["event"] == "source_down")
-    assert down["source_id"] == "b" and "node lost" in down["reason"]
+    down = next(e for e in events if e["event"] == "source_down" and e["source_id"] == "b")
+    assert "node lost" in down["reason"], down
     seen = frames(events, "b")
     seqs = [e["seq"] for e in seen]
     assert seqs == sorted(set(seqs)), "seq went back after the move"
     assert_real_time(seen, 1 / RATE)  # its time spans the outage, neither squeezed nor stretched
-    assert not [e for e in events if e["event"] == "source_down" and e["source_id"] == "a"]
+    # Camera a's shard was never touched (its clip may end on a slow machine: a down of its
+    # own, from its source, not from a shard).
+    shards_down = [e for e in events if e["event"] == "source_down" and "shard" in e["reason"]]
+    assert [e["source_id"] for e in shards_down] == ["b"], shards_down
