@@ -60,7 +60,7 @@ def encoder_share(sources: int) -> int:
     """Encoder threads for one of ``sources`` streams recorded on this machine at once (0: the
     encoder's own choice, for a single stream). x264 left to itself starts 1.5 threads per core
     in every encoder, and encoders that each take every core slow each other: measured on 16
-    cores with 4 x 1080p at once (bench/encoder_bench.py), 41 frames/s each with 4 threads
+    cores with 4 x 1080p at once (bench/encoder_bench.py), 42.5 frames/s each with 4 threads
     against 31 with x264's choice."""
     if sources <= 1:
         return 0
