@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 SOURCES = ["people", "traffic", "horses"] * 2
+NAMES = [f"{clip}{i // 3}" for i, clip in enumerate(SOURCES)]
+"""The source nodes: people0, traffic0, horses0, people1, ..."""
 CONFIG = """\
 links = [{links}, "pre ! det ! nms ! track ! events"]
 
@@ -70,15 +72,14 @@ PLACED = re.compile(r"shard(\d) \(ray node \S+ \(([0-9a-f]{8})\)")
 
 
 def write_config(folder: Path, cluster: str, address: str | None) -> Path:
-    names = [f"{clip}{i // 3}" for i, clip in enumerate(SOURCES)]
     sources = "".join(
         f'[nodes.{name}]\ntype = "source"\nuri = "sample:{clip}"\n\n'
-        for name, clip in zip(names, SOURCES, strict=True)
+        for name, clip in zip(NAMES, SOURCES, strict=True)
     )
     path = folder / "cluster.toml"
     path.write_text(
         CONFIG.format(
-            links=", ".join(f'"{n} ! pre"' for n in names),
+            links=", ".join(f'"{n} ! pre"' for n in NAMES),
             cluster=cluster,
             address=f'ray_address = "{address}"\n' if address else "",
             sources=sources,
@@ -137,7 +138,7 @@ def maybe_remove(cluster: Any, folder: Path, events: Path) -> tuple[float | None
         shard, node = int(match[1]), match[2]
         if node not in workers:
             continue
-        names = [f"{clip}{i // 3}" for i, clip in enumerate(SOURCES) if i % 3 == shard]
+        names = NAMES[shard::3]  # round robin over the 3 shards
         done = events.read_text().count(f'"source_id":"{names[0]}"') if events.exists() else 0
         if done >= 16:
             removed = time.time()

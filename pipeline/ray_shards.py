@@ -15,6 +15,7 @@ sinks once. Actors belong to this process: when it ends, however it ends, Ray en
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -245,7 +246,7 @@ class RayShardRunner(ShardRunner):
         job = self._job(slot)
         named = ENV_PATTERN.findall(" ".join((job.config_text, *job.overrides)))
         env = {name: os.environ[name] for name, _ in named if name in os.environ}
-        job = ShardJob(**{**job.__dict__, "device": None, "cwd": os.getcwd(), "env": env})
+        job = dataclasses.replace(job, device=None, cwd=os.getcwd(), env=env)
         wanted = self.settings.shard_resources
         actor = self._actor_class.options(
             num_cpus=wanted.num_cpus,

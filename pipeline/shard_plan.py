@@ -1,4 +1,5 @@
-"""How a run's sources are placed on shards: how many shards, and which sources each runs.
+"""How a run's sources are placed on shards: how many shards, and which sources each runs;
+and how many cores this process may use, which decoders and encoders share out.
 
 Sources go round robin in config order (shard 0 gets sources 0, N, 2N, ...): each shard gets
 the same count, give or take one. By count only: a source's resolution and rate are known once
@@ -28,3 +29,9 @@ def shard_count(setting: int | str, sources: int | None = None, cpus: int | None
 def partition(sources: list[str], count: int) -> list[tuple[str, ...]]:
     """Round robin, in config order: shard 0 gets sources 0, N, 2N, ..."""
     return [tuple(sources[index::count]) for index in range(count)]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1

@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.shard_plan import usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ def encoder_share(sources: int) -> int:
     against 31 with x264's choice."""
     if sources <= 1:
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // sources)
+    return max(1, usable_cores() // sources)
 
 
 HARDWARE_H264 = ("h264_nvenc", "h264_amf")

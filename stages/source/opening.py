@@ -4,7 +4,6 @@ decoder where asked), an open that Ctrl-C can abandon, and pictures turned uprig
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from fractions import Fraction
@@ -15,6 +14,7 @@ import numpy as np
 
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import StreamInfo
+from vapipe.pipeline.shard_plan import usable_cores
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.config import SourceConfig
 from vapipe.stages.source.images import IMAGE_SUFFIXES
@@ -165,6 +165,5 @@ def decoder_share(sources: int) -> int:
     decoder can then not use the cores other stages leave idle. So at least 4."""
     if sources <= 1:
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
+    cores = usable_cores()
     return min(cores, max(4, cores // sources))
