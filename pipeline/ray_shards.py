@@ -241,12 +241,17 @@ class RayShardRunner(ShardRunner):
     def _context(self) -> Any:
         return None
 
+    def _job(self, slot: Slot) -> ShardJob:
+        """The local shard's job, for another machine: no device (Ray gives the actor its
+        GPUs), this process's working directory and the config's variables as set here."""
+        job = super()._job(slot)
+        named = ENV_PATTERN.findall(" ".join((job.config_text, *job.overrides)))
+        env = {name: os.environ[name] for name, _ in named if name in os.environ}
+        return dataclasses.replace(job, device=None, cwd=os.getcwd(), env=env)
+
     def _run_once(self, slot: Slot, context: Any) -> str:
         ray = self._ray
         job = self._job(slot)
-        named = ENV_PATTERN.findall(" ".join((job.config_text, *job.overrides)))
-        env = {name: os.environ[name] for name, _ in named if name in os.environ}
-        job = dataclasses.replace(job, device=None, cwd=os.getcwd(), env=env)
         wanted = self.settings.shard_resources
         actor = self._actor_class.options(
             num_cpus=wanted.num_cpus,
