@@ -110,9 +110,10 @@ def write_config(
     workers: int = 2,
     video_preset: str | None = None,
     video_threads: int | None = None,
+    loop: bool = False,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
-    pacing = "realtime = true\nloop = true\n" if realtime else ""
+    pacing = "realtime = true\nloop = true\n" if realtime else "loop = true\n" if loop else ""
     if decode_threads is not None:
         pacing += f"decode_threads = {decode_threads}\n"
     sources = "".join(
@@ -205,14 +206,50 @@ def tree_rss_mb(root: int) -> float:
     return total
 
 
-def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def _spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
+    """4 s of py-spy samples of the two largest processes of the run (shards, not the
+    forkserver), ``VAPIPE_BENCH_SPY_AFTER`` seconds (default 8) into it, and one ``top``."""
+    import psutil
+
+    time.sleep(float(os.environ.get("VAPIPE_BENCH_SPY_AFTER", "8")))
+    if process.poll() is not None:
+        return
+    into.mkdir(parents=True, exist_ok=True)
+    tree = psutil.Process(process.pid).children(True)
+    busy = sorted(tree, key=lambda p: p.memory_info().rss)[-2:]  # shards, not the forkserver
+    top = subprocess.run(["top", "-b", "-n", "1", "-w", "200"], capture_output=True, text=True)
+    records = [
+        subprocess.Popen(
+            ["py-spy", "record", "--pid", str(p.pid), "-d", "4", "-r", "50", "-f", "raw",
+             "--nonblocking", "-o", str(into / f"spy_{name}_{i}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for i, p in enumerate(busy)
+    ]  # fmt: skip
+    for record in records:
+        record.wait(60)
+    (into / f"top_{name}.txt").write_text(top.stdout[:20000])
+
+
+def run_pipeline(
+    folder: Path,
+    config: Path,
+    stop_after_s: float | None = None,
+    extra_env: dict[str, str] | None = None,
+    max_frames: int | None = None,
+) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     started = time.monotonic()
+    limit = ["--max-frames", str(max_frames)] if max_frames else []
+    command = [sys.executable, "-m", "vapipe", str(config), "--stats", "stats.json"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "vapipe", str(config), "--stats", "stats.json", "--no-progress"],
+        [*command, "--no-progress", *limit],
         cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     sampler = Sampler(process.pid)
+    spy = os.environ.get("VAPIPE_BENCH_SPY")  # a folder: py-spy dumps of every process, once
+    if spy:
+        threading.Thread(target=_spy, args=(process, Path(spy), folder.name), daemon=True).start()
     if stop_after_s is not None:  # realtime sources loop: Ctrl-C after this long
         try:
             process.wait(stop_after_s)
@@ -246,6 +283,11 @@ def run_pipeline(folder: Path, config: Path, stop_after_s: float | None = None) 
             {"sources": len(s["sources"]), **s.get("process", {})} for s in stats["shards"]
         ]
         sources = [st for sh in stats["shards"] for st in sh["stages"].values() if "uri" in st]
+        keys = ("frames", "calls", "fps", "mean_ms", "head_decode", "cuda_graphs", "startup")
+        result["shard_det"] = [
+            {k: s["stages"]["det"].get(k) for k in keys} | {"ready": s.get("startup")}
+            for s in stats["shards"]
+        ]
     else:
         sources = [st for st in stages.values() if "uri" in st]
     result["decode_threads"] = sorted({str(st.get("decode_threads")) for st in sources})
@@ -376,6 +418,8 @@ def runs_part(
         backend = 'type = "torch"\ndevice = "cuda"'
         if "eager" in flags:
             backend += "\ncuda_graphs = false"
+        if "nocache" in flags:
+            backend += '\ncache_dir = "off"'
         if "ort" in flags:
             backend = 'type = "onnxruntime"\nproviders = ["cuda"]'
         if "auto" in flags:
@@ -394,7 +438,9 @@ def runs_part(
         )  # fmt: skip
         run: dict[str, Any] = {"spec": spec, "streams": streams, "shards": shards}
         try:
-            run.update(run_pipeline(folder, config, stop_after_s=realtime_s if realtime else None))
+            extra_env = {"OMP_NUM_THREADS": "1"} if "omp1" in flags else None
+            run.update(run_pipeline(folder, config, stop_after_s=realtime_s if realtime else None,
+                                    extra_env=extra_env))  # fmt: skip
         except Exception as exc:
             run["error"] = f"{type(exc).__name__}: {exc}"
         report["runs"].append(run)

@@ -1,0 +1,208 @@
+"""The headline figures, today's build against a baseline build in the same call, alternating.
+
+    # each build a wheel installed with `pip install --no-deps --target SITE` (bench/README.md)
+    python bench/headline.py --build /tmp/b-site --commit HASH \\
+        --baseline /tmp/a-site --baseline-commit HASH --runs 2 --out bench/results/headline.json
+
+On a GPU machine (torch backend on CUDA, OpenCL preprocessing on the GPU), the cases are:
+
+- ``streams16_shards8_fps``: 16 x 1080p files looped, 8 shards, the compiled-model cache warm
+  (filled by one unmeasured run per build first): the inference stage's steady frames/s, each
+  shard's frames over its own first-to-last span, summed over the shards.
+- ``streams16_shards8_cold_fps``: the same with an empty cache folder for every run (what a
+  fresh machine's first run gets). A build without the cache runs as it always does.
+- ``start1_cold_s``, ``start1_warm_s``: one stream, launch to the first line of the events
+  file (bench/startup_bench.py's measure), cache empty and warm.
+- ``start16_warm_s``: 16 streams in 8 shards, launch to the first event, cache warm.
+- ``video4_fps``: 4 x 1080p in 4 shards with an annotated video per source (x264 veryfast):
+  the video sink's frames/s.
+
+``--device cpu`` (this project's 2-core machine) runs the CPU cases instead:
+``file_fps`` (configs/file.toml's graph on people.mp4, frames over the run's wall time) and
+``shards2_fps`` (4 x traffic.mp4 in 2 shards).
+
+Each case runs ``--runs`` times per build, the builds alternating run by run, so a drift of the
+machine falls on both. The JSON holds every run, the medians and build / baseline; it is
+rewritten after each case, so a call cut short keeps what it measured. A benchmark, never a
+test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import startup_bench, streams_bench  # noqa: E402
+
+LOOPED_FRAMES = 1200
+"""Frames per source of a looped 16-stream run (19,200 in all): some 10 s of steady work at
+the target, past the shards' start-up."""
+
+
+def has_cache(site: str) -> bool:
+    """Whether the build knows the torch backend's ``cache_dir`` (added in 29e9ac7)."""
+    return (Path(site) / "vapipe/stages/infer/backends/torch_cache.py").exists()
+
+
+def torch_table(site: str, cache: Path | None) -> str:
+    table = 'type = "torch"\ndevice = "cuda"'
+    if has_cache(site) and cache is not None:
+        table += f'\ncache_dir = "{cache}"'
+    return table
+
+
+class Headline:
+    def __init__(self, builds: dict[str, str], runs: int, work: Path, out: Path,
+                 report: dict[str, Any]) -> None:  # fmt: skip
+        self.builds, self.runs, self.work, self.out, self.report = builds, runs, work, out, report
+        self.report.setdefault("cases", {})
+        self.caches = {name: work / f"cache-{name}" for name in builds}
+
+    def case(self, name: str, measure: Callable[[str, str], float | None]) -> None:
+        """``measure(build_name, site)`` ``self.runs`` times per build, alternating."""
+        runs: dict[str, list[float | None]] = {b: [] for b in self.builds}
+        for _ in range(self.runs):
+            for build, site in self.builds.items():
+                try:
+                    value = measure(build, site)
+                except (Exception, SystemExit) as exc:  # a failed run is recorded, not fatal
+                    print(f"{name} {build}: {type(exc).__name__}: {str(exc)[-400:]}", flush=True)
+                    value = None
+                runs[build].append(value)
+                print(f"{name} {build}: {value}", flush=True)
+        medians = {b: _median(v) for b, v in runs.items()}
+        entry: dict[str, Any] = {**medians, "runs": runs}
+        if medians.get("build") and medians.get("baseline"):
+            entry["ratio"] = round(medians["build"] / medians["baseline"], 3)
+        self.report["cases"][name] = entry
+        self.save()
+
+    def save(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps(self.report, indent=1) + "\n")
+
+    # GPU cases
+    def streams(self, build: str, site: str, *, cold: bool) -> float | None:
+        folder = Path(tempfile.mkdtemp(dir=self.work))
+        cache = Path(tempfile.mkdtemp(dir=self.work)) if cold else self.caches[build]
+        config = streams_bench.write_config(
+            folder, self.clip, 16, "8", True, queue_size=8,
+            backend_extra=torch_table(site, cache), loop=True,
+        )  # fmt: skip
+        result = streams_bench.run_pipeline(
+            folder, config, extra_env={"PYTHONPATH": site}, max_frames=LOOPED_FRAMES
+        )
+        if "error" in result:
+            raise RuntimeError(result["error"][-400:])
+        return result["infer_steady_fps"]
+
+    def start(self, build: str, site: str, *, streams: int, shards: int, cold: bool) -> float:
+        folder = Path(tempfile.mkdtemp(dir=self.work))
+        cache = Path(tempfile.mkdtemp(dir=self.work)) if cold else self.caches[build]
+        config = startup_bench.write_config(
+            folder, str(self.clip), streams, shards, torch_table(site, cache),
+            'backend = "opencl"\ndevice = "gpu"',
+        )  # fmt: skip
+        return startup_bench.one_run(folder, config, 24, site)["first_event_s"]
+
+    def video(self, build: str, site: str) -> float | None:
+        folder = Path(tempfile.mkdtemp(dir=self.work))
+        config = streams_bench.write_config(
+            folder, self.clip, 4, "4", True, queue_size=8, video=True,
+            backend_extra=torch_table(site, self.caches[build]),
+        )  # fmt: skip
+        result = streams_bench.run_pipeline(folder, config, extra_env={"PYTHONPATH": site})
+        if "error" in result:
+            raise RuntimeError(result["error"][-400:])
+        return result["stage_fps"].get("video")
+
+    def gpu(self, only: set[str] | None) -> None:
+        self.clip = streams_bench.make_clip(self.work / "clip1080.mp4")
+        for build, site in self.builds.items():  # fill each build's cache, unmeasured
+            self.start(build, site, streams=1, shards=1, cold=False)
+        cases: dict[str, Callable[[str, str], float | None]] = {
+            "streams16_shards8_fps": lambda b, s: self.streams(b, s, cold=False),
+            "start1_warm_s": lambda b, s: self.start(b, s, streams=1, shards=1, cold=False),
+            "start16_warm_s": lambda b, s: self.start(b, s, streams=16, shards=8, cold=False),
+            "video4_fps": self.video,
+            "start1_cold_s": lambda b, s: self.start(b, s, streams=1, shards=1, cold=True),
+            "streams16_shards8_cold_fps": lambda b, s: self.streams(b, s, cold=True),
+        }
+        for name, measure in cases.items():
+            if only is None or name in only:
+                self.case(name, measure)
+
+    # CPU cases
+    def cpu(self, only: set[str] | None) -> None:
+        from bench import compare_builds
+
+        traffic = Path(tempfile.mkdtemp(dir=self.work)) / "shards2.toml"
+        sources = "".join(
+            f'[nodes.cam{i}]\ntype = "source"\nuri = "sample:traffic"\n\n' for i in range(4)
+        )
+        links = ", ".join(f'"cam{i} ! pre"' for i in range(4))
+        traffic.write_text(
+            f'links = [{links}, "pre ! det ! nms ! events"]\n\n[pipeline]\nshards = 2\n\n'
+            f'{sources}[nodes.pre]\ntype = "preprocess"\n\n[nodes.det]\ntype = "infer"\n'
+            'model = "yolox-nano"\nmax_batch = 4\n\n[nodes.nms]\ntype = "nms"\n\n'
+            '[nodes.events]\ntype = "events"\npath = "out/events.jsonl"\n'
+        )
+        cases = {
+            "file_fps": REPO / "configs/file.toml",
+            "shards2_fps": traffic,
+        }
+        for name, config in cases.items():
+            if only is None or name in only:
+                self.case(name, lambda b, s, c=config: compare_builds.run_once(
+                    Path(s), c, [], sys.executable)["fps"])  # fmt: skip
+
+
+def _median(values: list[float | None]) -> float | None:
+    clean = [v for v in values if v is not None]
+    return round(statistics.median(clean), 3) if clean else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", required=True, help="site folder of the build measured")
+    parser.add_argument("--commit", required=True, help="its full commit hash")
+    parser.add_argument("--baseline", required=True, help="site folder of the baseline build")
+    parser.add_argument("--baseline-commit", required=True)
+    parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--machine", help="what it ran on (default: from the platform)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/vapipe-headline"))
+    parser.add_argument("--out", type=Path, default=REPO / "bench/results/headline.json")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    report = {
+        "commit": args.commit,
+        "baseline_commit": args.baseline_commit,
+        "machine": args.machine or f"{platform.node()} {platform.processor()}",
+        "device": args.device,
+        "runs_per_build": args.runs,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": "python bench/headline.py " + " ".join(sys.argv[1:]),
+    }
+    headline = Headline(
+        {"build": args.build, "baseline": args.baseline}, args.runs, args.work, args.out, report
+    )
+    only = set(args.cases.split(",")) if args.cases else None
+    headline.gpu(only) if args.device == "gpu" else headline.cpu(only)
+    print(json.dumps(report["cases"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
