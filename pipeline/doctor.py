@@ -79,8 +79,8 @@ def _opencl(out: Callable[[str], None]) -> None:
         from vapipe.stages.preprocess.cl_kernel import (
             LetterboxProgram,
             OpenCLUnavailable,
+            candidate_devices,
             list_devices,
-            select_device,
         )
 
         devices = list_devices()
@@ -93,6 +93,7 @@ def _opencl(out: Callable[[str], None]) -> None:
     import numpy as np
     import pyopencl as cl
 
+    built: list[str] = []
     for platform_name, device in devices:
         # Not device_type.to_string: it names the ALL mask too ("ALL | CPU").
         kind = " | ".join(
@@ -105,6 +106,7 @@ def _opencl(out: Callable[[str], None]) -> None:
         )
         try:
             program = LetterboxProgram(device, np.dtype(np.float32))
+            built.append(device.name.strip())
             line += (
                 f", work-group multiple {program.multiple}, letterbox kernel builds "
                 f"(work-group {program.local[0]}x{program.local[1]})"
@@ -112,11 +114,12 @@ def _opencl(out: Callable[[str], None]) -> None:
         except OpenCLUnavailable as exc:
             line += f", letterbox kernel does not build: {exc}"
         out(line)
-    try:
-        chosen = select_device("auto")
-        out(f'  device = "auto" picks: {chosen.name.strip()}')
-    except OpenCLUnavailable as exc:
-        out(f'  device = "auto": {exc}')
+    # As cl_kernel.open_program chooses: the first device, in "auto" order, whose kernel builds.
+    usable = [d.name.strip() for d in candidate_devices("auto") if d.name.strip() in built]
+    if usable:
+        out(f'  device = "auto" picks: {usable[0]}')
+    else:
+        out('  device = "auto": no device builds the kernel; preprocessing falls back to numpy')
 
 
 def _pyav(out: Callable[[str], None]) -> None:

@@ -4,6 +4,7 @@ dtype) that resizes, pads, converts colours and writes model tensors for a batch
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ import numpy as np
 
 from vapipe.stages.preprocess.geometry import Letterbox, Placement, letterbox_for
 from vapipe.stages.preprocess.resize_tables import tables
+
+log = logging.getLogger(__name__)
 
 
 class OpenCLUnavailable(RuntimeError):
@@ -47,6 +50,12 @@ def list_devices() -> list[tuple[str, Any]]:
 def select_device(kind: str = "auto", platform: str | None = None) -> Any:
     """``kind``: auto (a GPU if there is one, else anything), gpu, or cpu; ``platform``: a
     case-insensitive part of the platform name."""
+    return candidate_devices(kind, platform)[0]
+
+
+def candidate_devices(kind: str = "auto", platform: str | None = None) -> list[Any]:
+    """The devices ``kind`` and ``platform`` allow, most wanted first (GPUs before the rest
+    for ``auto``); raises OpenCLUnavailable where there is none."""
     cl = pyopencl_module()
     candidates = [
         (name, dev)
@@ -64,9 +73,36 @@ def select_device(kind: str = "auto", platform: str | None = None) -> Any:
                 f"no OpenCL {kind.upper()} device (found: "
                 f"{', '.join(d.name.strip() for _, d in candidates)})"
             )
-        return matches[0][1]
+        return [device for _, device in matches]
     gpus = [c for c in candidates if c[1].type & cl.device_type.GPU]
-    return (gpus or candidates)[0][1]
+    return [device for _, device in gpus + [c for c in candidates if c not in gpus]]
+
+
+def open_program(kind: str, platform: str | None, dtype: np.dtype) -> LetterboxProgram:
+    """The letterbox program on the first allowed device whose kernel builds.
+
+    A runtime can list a device and still fail to build for it (a CPU runtime whose LLVM
+    does not know this processor, say): that device is passed over with one warning line,
+    so ``auto`` never picks a device it cannot use."""
+    failures = []
+    for device in candidate_devices(kind, platform):
+        try:
+            return LetterboxProgram(device, dtype)
+        except OpenCLUnavailable as exc:
+            log.warning("OpenCL device %s passed over: %s", device.name.strip(), exc)
+            failures.append(f"{device.name.strip()}: {exc}")
+    raise OpenCLUnavailable("; ".join(failures))
+
+
+def one_line(error: Exception, limit: int = 200) -> str:
+    """An OpenCL error in one line: a failed build's text carries the whole build log, whose
+    first ``error`` line is the reason (after a "Build on <device>" header)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    reason = next((line for line in lines[1:] if "error" in line.lower()), None)
+    text = f"{lines[0]} / {reason}" if reason else lines[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _source() -> str:
@@ -115,7 +151,9 @@ class LetterboxProgram:
                 try:
                     program = cl.Program(self.context, _source()).build(options=options)
                 except cl.Error as exc:
-                    raise OpenCLUnavailable(f"letterbox kernel did not build: {exc}") from None
+                    raise OpenCLUnavailable(
+                        f"letterbox kernel did not build: {one_line(exc)}"
+                    ) from None
                 _programs[key] = program
         self.kernel = cl.Kernel(program, "letterbox")
         self.multiple = self.kernel.get_work_group_info(

@@ -16,11 +16,10 @@ from typing import Any
 import numpy as np
 
 from vapipe.stages.preprocess.cl_kernel import (
-    LetterboxProgram,
     OpenCLUnavailable,
     TensorSpec,
+    open_program,
     pyopencl_module,
-    select_device,
 )
 from vapipe.stages.preprocess.geometry import Letterbox
 
@@ -67,7 +66,7 @@ class OpenCLLetterbox:
         self.conv = conv
         self.max_batch = max_batch
         try:
-            self.program = LetterboxProgram(select_device(device, platform), conv.dtype)
+            self.program = open_program(device, platform, conv.dtype)
             ctx = self.program.context
             self.upload_q = cl.CommandQueue(ctx)
             self.compute_q = cl.CommandQueue(ctx)

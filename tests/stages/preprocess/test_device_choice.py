@@ -1,0 +1,83 @@
+"""Which OpenCL device runs the kernel: the first allowed one whose kernel builds (issue 28:
+a CPU runtime that lists a device and cannot build for it must not be picked)."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from vapipe.stages.preprocess import cl_kernel
+from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, one_line, open_program
+
+BUILD_LOG = (
+    "clBuildProgram failed: BUILD_PROGRAM_FAILURE\n\n"
+    "Build on <pyopencl.Device 'cpu-generic' on 'Portable Computing Language'>:\n\n"
+    "error: unknown target CPU 'generic'\n" + "note: valid target CPU values are ...\n" * 40
+)
+
+
+def fake(name: str) -> SimpleNamespace:
+    return SimpleNamespace(name=f"  {name} ")
+
+
+@pytest.fixture
+def devices(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Two devices, the first one's kernel failing to build; what was tried, in order."""
+    tried: dict[str, list[str]] = {"order": []}
+    listed = [fake("broken-cpu"), fake("good-cpu")]
+
+    def build(device: SimpleNamespace, dtype: np.dtype) -> str:
+        tried["order"].append(device.name.strip())
+        if "broken" in device.name:
+            raise OpenCLUnavailable(
+                f"letterbox kernel did not build: {one_line(Exception(BUILD_LOG))}"
+            )
+        return f"program on {device.name.strip()}"
+
+    monkeypatch.setattr(cl_kernel, "candidate_devices", lambda kind, platform: listed)
+    monkeypatch.setattr(cl_kernel, "LetterboxProgram", build)
+    return tried
+
+
+def test_a_device_whose_kernel_does_not_build_is_passed_over(devices, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="vapipe.stages.preprocess.cl_kernel"):
+        program = open_program("auto", None, np.dtype(np.float32))
+    assert program == "program on good-cpu"
+    assert devices["order"] == ["broken-cpu", "good-cpu"]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "broken-cpu passed over" in warnings[0], warnings
+    assert "\n" not in warnings[0] and "unknown target CPU" in warnings[0]
+
+
+def test_no_device_that_builds_is_one_error_naming_each(monkeypatch, devices) -> None:
+    monkeypatch.setattr(cl_kernel, "candidate_devices", lambda kind, platform: [fake("broken-cpu")])
+    with pytest.raises(OpenCLUnavailable) as caught:
+        open_program("auto", None, np.dtype(np.float32))
+    assert str(caught.value).startswith("broken-cpu: letterbox kernel did not build")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_build_log_is_cut_to_one_line() -> None:
+    line = one_line(Exception(BUILD_LOG))
+    assert "\n" not in line and len(line) <= 200
+    expected = "clBuildProgram failed: BUILD_PROGRAM_FAILURE / error: unknown target CPU 'generic'"
+    assert line == expected
+    assert one_line(Exception("first\nsecond")) == "first"
+    assert one_line(Exception("short")) == "short"
+    assert one_line(Exception("")) == "Exception"
+    assert one_line(Exception("x" * 300), limit=50) == "x" * 47 + "..."
+
+
+def test_auto_orders_gpus_before_the_rest(monkeypatch) -> None:
+    cl = SimpleNamespace(device_type=SimpleNamespace(GPU=4, CPU=2))
+    cpu, gpu = SimpleNamespace(name="cpu", type=2), SimpleNamespace(name="gpu", type=4)
+    monkeypatch.setattr(cl_kernel, "pyopencl_module", lambda: cl)
+    monkeypatch.setattr(cl_kernel, "list_devices", lambda: [("p", cpu), ("q", gpu)])
+    assert cl_kernel.candidate_devices("auto", None) == [gpu, cpu]
+    assert cl_kernel.candidate_devices("cpu", None) == [cpu]
+    assert cl_kernel.candidate_devices("auto", "p") == [cpu]
+    with pytest.raises(OpenCLUnavailable, match="no OpenCL GPU device"):
+        cl_kernel.candidate_devices("gpu", "p")
