@@ -247,7 +247,7 @@ def run_pipeline(
         cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     sampler = Sampler(process.pid)
-    spy = os.environ.get("VAPIPE_BENCH_SPY")  # a folder: py-spy dumps of every process, once
+    spy = os.environ.get("VAPIPE_BENCH_SPY")  # a folder for _spy's samples
     if spy:
         threading.Thread(target=_spy, args=(process, Path(spy), folder.name), daemon=True).start()
     if stop_after_s is not None:  # realtime sources loop: Ctrl-C after this long

@@ -93,7 +93,7 @@ def _opencl(out: Callable[[str], None]) -> None:
     import numpy as np
     import pyopencl as cl
 
-    built: list[str] = []
+    built: list[Any] = []
     for platform_name, device in devices:
         # Not device_type.to_string: it names the ALL mask too ("ALL | CPU").
         kind = " | ".join(
@@ -106,7 +106,7 @@ def _opencl(out: Callable[[str], None]) -> None:
         )
         try:
             program = LetterboxProgram(device, np.dtype(np.float32))
-            built.append(device.name.strip())
+            built.append(device)
             line += (
                 f", work-group multiple {program.multiple}, letterbox kernel builds "
                 f"(work-group {program.local[0]}x{program.local[1]})"
@@ -115,9 +115,9 @@ def _opencl(out: Callable[[str], None]) -> None:
             line += f", letterbox kernel does not build: {exc}"
         out(line)
     # As cl_kernel.open_program chooses: the first device, in "auto" order, whose kernel builds.
-    usable = [d.name.strip() for d in candidate_devices("auto") if d.name.strip() in built]
+    usable = [device for device in candidate_devices("auto") if device in built]
     if usable:
-        out(f'  device = "auto" picks: {usable[0]}')
+        out(f'  device = "auto" picks: {usable[0].name.strip()}')
     else:
         out('  device = "auto": no device builds the kernel; preprocessing falls back to numpy')
 

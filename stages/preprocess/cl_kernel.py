@@ -82,15 +82,19 @@ def open_program(kind: str, platform: str | None, dtype: np.dtype) -> LetterboxP
     """The letterbox program on the first allowed device whose kernel builds.
 
     A runtime can list a device and still fail to build for it (a CPU runtime whose LLVM
-    does not know this processor, say): that device is passed over with one warning line,
-    so ``auto`` never picks a device it cannot use."""
+    does not know this processor, say): that device is passed over, so ``auto`` never picks
+    a device it cannot use. One warning line names what was passed over when another device
+    is used; where none builds, the error names each (the caller warns once)."""
     failures = []
     for device in candidate_devices(kind, platform):
         try:
-            return LetterboxProgram(device, dtype)
+            program = LetterboxProgram(device, dtype)
         except OpenCLUnavailable as exc:
-            log.warning("OpenCL device %s passed over: %s", device.name.strip(), exc)
             failures.append(f"{device.name.strip()}: {exc}")
+            continue
+        if failures:
+            log.warning("OpenCL device passed over: %s", "; ".join(failures))
+        return program
     raise OpenCLUnavailable("; ".join(failures))
 
 
