@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, cast
 
+from vapipe.pipeline import lingering
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.frame import Message
@@ -221,6 +222,7 @@ class Runner:
                     name=f"{name}" + (f"-{index}" if count > 1 else ""),
                 )
                 node.threads.append(thread)
+                lingering.watch(thread)
         for node in self.nodes().values():
             for thread in node.threads:
                 thread.start()

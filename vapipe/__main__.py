@@ -1,6 +1,8 @@
 """``python -m vapipe ...`` and the ``run-pipeline`` command."""
 
+import contextlib
 import faulthandler
+import logging
 import os
 import signal
 import sys
@@ -15,7 +17,20 @@ def main() -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     from vapipe.pipeline.cli import main as cli_main
 
-    return cli_main()
+    code = cli_main()
+    from vapipe.pipeline import lingering
+
+    if lingering.alive():
+        # The run is over and its outputs are closed, but a thread is still inside a native
+        # call (FFmpeg opening a silent camera): the interpreter's shutdown around it can
+        # crash the process (SIGSEGV after "exit 130"). Nothing is left to flush but the
+        # standard streams and the log handlers.
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # closed by its reader
+                stream.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

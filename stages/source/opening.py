@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import av
 import numpy as np
 
+from vapipe.pipeline import lingering
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import StreamInfo
 from vapipe.pipeline.shard_plan import usable_cores
@@ -116,7 +117,7 @@ def call_or_stop(call: Callable[[], T], stop: threading.Event, name: str) -> T |
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append(exc)
 
-    opener = threading.Thread(target=attempt, name=name, daemon=True)
+    opener = lingering.watch(threading.Thread(target=attempt, name=name, daemon=True))
     opener.start()
     while opener.is_alive():
         if stop.wait(0.05):

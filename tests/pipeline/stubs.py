@@ -49,6 +49,23 @@ class CountingSource(SourceStage):
         self._stop.set()
 
 
+STUCK_RELEASE = threading.Event()
+STUCK_ENTERED = threading.Event()
+
+
+@register("test-stuck")
+class StuckSource(SourceStage):
+    """A source inside a call that ignores stop() (FFmpeg opening a silent camera), until the
+    test sets STUCK_RELEASE."""
+
+    Config = CountingSourceConfig
+
+    def frames(self) -> Iterator[Item]:
+        STUCK_ENTERED.set()
+        STUCK_RELEASE.wait()
+        return iter(())
+
+
 @register("test-list")
 class ListSource(SourceStage):
     """A plug-in's source may give any iterable, not only a generator."""

@@ -337,3 +337,30 @@ size = {size}
     received = len(result.collect("sink").items)
     assert queue["leaky"] == "downstream"
     assert queue["dropped"] > 0 and received + queue["dropped"] == 40
+
+
+def test_a_stage_thread_stuck_past_its_run_is_reported_until_it_ends() -> None:
+    from tests.pipeline import stubs
+    from vapipe.pipeline import lingering
+
+    def stop_when_stuck(runner: Runner) -> None:
+        def stop() -> None:
+            stubs.STUCK_ENTERED.wait(60)
+            runner.request_stop("test")
+
+        threading.Thread(target=stop, daemon=True).start()
+
+    stubs.STUCK_RELEASE.clear()
+    try:
+        result = run(
+            'links = ["src ! sink"]\n[nodes.src]\ntype = "test-stuck"\n'
+            '[nodes.sink]\ntype = "test-collect"\n',
+            on_started=stop_when_stuck,
+        )
+        assert result.exit_code == 0  # request_stop is not a Ctrl-C
+        stuck = lingering.alive()
+        assert [thread.name for thread in stuck] == ["src"], stuck
+    finally:
+        stubs.STUCK_RELEASE.set()
+    stuck[0].join(30)
+    assert lingering.alive() == [], "a thread that ended is not reported"

@@ -1,0 +1,26 @@
+"""Threads that may outlive their run: stage threads, and the threads a source abandons when
+FFmpeg cannot be interrupted (opening a camera that accepts and stays silent).
+
+Such a daemon thread sits inside a native call. When the interpreter shuts down around it and
+the call comes back into Python, the process can crash (SIGSEGV after a clean "exit 130"), so
+the process entry point (vapipe/__main__) asks ``alive()`` and, when any is, ends the process
+without that shutdown once the run's outputs are closed.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+_watched: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def watch(thread: threading.Thread) -> threading.Thread:
+    """Count ``thread`` among those that may linger; returns it."""
+    _watched.add(thread)
+    return thread
+
+
+def alive() -> list[threading.Thread]:
+    """The watched threads still running."""
+    return [thread for thread in list(_watched) if thread.is_alive()]
