@@ -112,7 +112,7 @@ def _opencl(out: Callable[[str], None]) -> None:
                 f"(work-group {program.local[0]}x{program.local[1]})"
             )
         except OpenCLUnavailable as exc:
-            line += f", letterbox kernel does not build: {exc}"
+            line += f", {exc}"
         out(line)
     # As cl_kernel.open_program chooses: the first device, in "auto" order, whose kernel builds.
     usable = [device for device in candidate_devices("auto") if device in built]

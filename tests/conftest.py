@@ -4,6 +4,7 @@ checkout, or where there is none, the user cache that ``run-pipeline fetch --all
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 from pathlib import Path
@@ -57,6 +58,49 @@ def unlinked_files(repo: Path, tree: Path) -> list[str]:
             if not linked.exists():
                 missing.append(str(source.relative_to(repo)))
     return sorted(missing)
+
+
+@functools.cache
+def opencl_unbuildable() -> str | None:
+    """Why no OpenCL device here builds the letterbox kernel (one line), or None where one does.
+
+    A machine can list an OpenCL CPU device whose compiler does not know its processor (the
+    PoCL inside pyopencl's wheel carries LLVM 14, which cannot name an AMD CPU of family 26):
+    the product then preprocesses with numpy, and says so in one warning line."""
+    import numpy as np
+
+    from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, one_line, open_program
+
+    try:
+        open_program("auto", None, np.dtype(np.float32))
+    except OpenCLUnavailable as exc:
+        return one_line(exc)
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "opencl: runs the letterbox kernel on an OpenCL device; skipped, naming why, where no "
+        "device here builds it (VAPIPE_TEST_OPENCL=require fails instead)",
+    )
+
+
+def skip_without_opencl() -> None:
+    """Skip the running test where no OpenCL device builds the kernel (fail, under
+    VAPIPE_TEST_OPENCL=require: a machine that must run them)."""
+    reason = opencl_unbuildable()
+    if reason is None:
+        return
+    message = f"no OpenCL device here builds the letterbox kernel ({reason})"
+    if os.environ.get("VAPIPE_TEST_OPENCL") == "require":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("opencl") is not None:
+        skip_without_opencl()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

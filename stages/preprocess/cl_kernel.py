@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -104,8 +105,10 @@ def one_line(error: Exception, limit: int = 200) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
+    # pyopencl repeats its message once per device it tried: "X - X - X".
+    head = " - ".join(dict.fromkeys(lines[0].split(" - ")))
     reason = next((line for line in lines[1:] if "error" in line.lower()), None)
-    text = f"{lines[0]} / {reason}" if reason else lines[0]
+    text = f"{head} / {reason}" if reason else head
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -153,7 +156,11 @@ class LetterboxProgram:
             program = _programs.get(key)
             if program is None:
                 try:
-                    program = cl.Program(self.context, _source()).build(options=options)
+                    # A compiler that reports progress ("Compilation started", Intel's CPU
+                    # runtime) makes pyopencl warn on every build: noise, not a fault.
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", cl.CompilerWarning)
+                        program = cl.Program(self.context, _source()).build(options=options)
                 except cl.Error as exc:
                     raise OpenCLUnavailable(
                         f"letterbox kernel did not build: {one_line(exc)}"

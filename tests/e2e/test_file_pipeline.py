@@ -215,6 +215,7 @@ def test_env_var_picks_input(tmp_path: Path) -> None:
         assert container.streams.video[0].codec_context.width == 720  # horses.mp4 is 720x480
 
 
+@pytest.mark.opencl
 @pytest.mark.parametrize("batch", [1, 4])
 def test_opencl_preprocessing_end_to_end(tmp_path: Path, batch: int) -> None:
     result = cli(

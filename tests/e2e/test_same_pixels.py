@@ -59,6 +59,7 @@ def matched_share(left: dict[int, list[dict]], right: dict[int, list[dict]]) -> 
     return matched / total if total else 1.0
 
 
+@pytest.mark.opencl
 @pytest.mark.parametrize("model", ["yolox-nano", "yolov8n"])
 @pytest.mark.parametrize("clip", ["people", "traffic", "horses"])
 def test_numpy_and_opencl_preprocessing_find_the_same_objects(

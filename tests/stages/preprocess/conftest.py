@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, select_device
+from tests.conftest import skip_without_opencl
+from vapipe.stages.preprocess.cl_kernel import open_program
 
 
 @pytest.fixture(scope="module")
 def device():
-    try:
-        return select_device("auto")
-    except OpenCLUnavailable as exc:
-        pytest.fail(f"no OpenCL device: install pocl-binary-distribution ({exc})")
+    """The device whose letterbox kernel built: a test asking for it is an OpenCL test."""
+    skip_without_opencl()
+    return open_program("auto", None, np.dtype(np.float32)).device

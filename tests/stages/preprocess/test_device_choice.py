@@ -66,6 +66,11 @@ def test_a_build_log_is_cut_to_one_line() -> None:
     assert "\n" not in line and len(line) <= 200
     expected = "clBuildProgram failed: BUILD_PROGRAM_FAILURE / error: unknown target CPU 'generic'"
     assert line == expected
+    repeated = "clBuildProgram failed: INVALID_BUILD_OPTIONS - " * 2 + "clBuildProgram failed: x"
+    assert one_line(Exception(repeated)) == (
+        "clBuildProgram failed: INVALID_BUILD_OPTIONS - clBuildProgram failed: x"
+    )
+    assert one_line(Exception("a - b - a - c")) == "a - b - c"
     assert one_line(Exception("first\nsecond")) == "first"
     assert one_line(Exception("short")) == "short"
     assert one_line(Exception("")) == "Exception"
@@ -82,3 +87,37 @@ def test_auto_orders_gpus_before_the_rest(monkeypatch) -> None:
     assert cl_kernel.candidate_devices("auto", "p") == [cpu]
     with pytest.raises(OpenCLUnavailable, match="no OpenCL GPU device"):
         cl_kernel.candidate_devices("gpu", "p")
+
+
+def test_doctor_shows_a_failed_build_in_one_line_and_says_numpy_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vapipe.pipeline.cli import main
+
+    listed = cl_kernel.list_devices()
+    if not listed:
+        pytest.skip("no OpenCL device listed here")
+
+    def broken(device: object, dtype: np.dtype) -> None:
+        raise OpenCLUnavailable(f"letterbox kernel did not build: {one_line(Exception(BUILD_LOG))}")
+
+    monkeypatch.setattr(cl_kernel, "LetterboxProgram", broken)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "letterbox kernel" in line]
+    assert len(lines) == len(listed), out
+    reason = "clBuildProgram failed: BUILD_PROGRAM_FAILURE / error: unknown target CPU 'generic'"
+    assert all(line.endswith(f"GiB, letterbox kernel did not build: {reason}") for line in lines)
+    assert 'device = "auto": no device builds the kernel; preprocessing falls back to numpy' in out
+    assert 'device = "auto" picks' not in out
+
+
+@pytest.mark.opencl
+def test_doctor_names_the_device_whose_kernel_built(capsys: pytest.CaptureFixture[str]) -> None:
+    from vapipe.pipeline.cli import main
+
+    chosen = open_program("auto", None, np.dtype(np.float32)).device
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f'device = "auto" picks: {chosen.name.strip()}\n' in out
+    assert "letterbox kernel builds (work-group " in out
