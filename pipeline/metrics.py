@@ -102,6 +102,12 @@ class StageMetrics:
                 "frames": self.items,
                 "calls": self.calls,
                 "fps": round(self.items / span, 2) if span > 0 else None,
+                # Wall-clock first and last moments of work: a parent adding up shards takes
+                # frames over the union of these, not the sum of rates (shards that start
+                # one after another do not run side by side).
+                "active_s": [round(_wall(first), 3), round(_wall(last), 3)]
+                if first is not None and last is not None and span > 0
+                else None,
                 "mean_ms": round(float(times.mean()) * 1e3, 3) if times is not None else None,
                 "p95_ms": round(float(np.percentile(times, 95)) * 1e3, 3)
                 if times is not None
@@ -179,3 +185,8 @@ def queue_summary(link: LinkQueue, consumer: str) -> dict[str, Any]:
         "dropped": link.stats.dropped,
         "dropped_by_source": dict(link.stats.dropped_by_source or {}),
     }
+
+
+def _wall(monotonic_s: float) -> float:
+    """A ``time.monotonic()`` reading as epoch seconds, comparable between processes."""
+    return time.time() - (time.monotonic() - monotonic_s)

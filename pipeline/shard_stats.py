@@ -19,8 +19,10 @@ def merge_stats(
     started: bool,
 ) -> dict[str, Any]:
     """The run's stats from each shard's (``children``, beside the parent's own entry for
-    that shard in ``shards``), and per stage the sum over shards: frames and fps add up (the
-    shards run side by side), mean time is weighted by frames, p95 is the worst shard's."""
+    that shard in ``shards``), and per stage the sum over shards: frames add up, fps is all the
+    frames over the time any shard was at work (shards that become ready one after another do
+    not run side by side, so their rates do not add up), mean time is weighted by frames, p95
+    is the worst shard's."""
     stages: dict[str, dict[str, Any]] = {}
     queues: dict[str, Any] = {}
     shards = [
@@ -67,8 +69,17 @@ def add_stage(total: dict[str, Any], entry: dict[str, Any]) -> None:
     frames_before, frames = total.get("frames") or 0, entry.get("frames") or 0
     total["frames"] = frames_before + frames
     total["calls"] = (total.get("calls") or 0) + (entry.get("calls") or 0)
+    spans = [v for v in (total.get("active_s"), entry.get("active_s")) if v]
     fps = [v for v in (total.get("fps"), entry.get("fps")) if v is not None]
-    total["fps"] = round(sum(fps), 2) if fps else None
+    # A side with no frames did no work; one with frames and no span predates active_s.
+    dated = (total.get("active_s") or not frames_before) and (entry.get("active_s") or not frames)
+    if dated:  # frames over the time any shard was at work
+        total["active_s"] = [min(s[0] for s in spans), max(s[1] for s in spans)] if spans else None
+        span = total["active_s"][1] - total["active_s"][0] if spans else 0.0
+        total["fps"] = round(total["frames"] / span, 2) if span > 0 else None
+    else:  # a shard that does not say when it worked: as if side by side
+        total["active_s"] = None
+        total["fps"] = round(sum(fps), 2) if fps else None
     if total.get("mean_ms") is not None and entry.get("mean_ms") is not None and total["frames"]:
         total["mean_ms"] = round(
             (total["mean_ms"] * frames_before + entry["mean_ms"] * frames) / total["frames"], 3

@@ -284,6 +284,7 @@ delay_s = 0.0005
 
 
 def test_stats_have_queue_high_water_and_fps() -> None:
+    result_started = time.time()
     result = run("""\
 links = ["src ! sink"]
 [nodes.src]
@@ -300,6 +301,10 @@ size = 3
     sink = result.stats["stages"]["sink"]
     assert sink["frames"] == 20 and sink["mean_ms"] >= 5.0
     assert sink["p95_ms"] >= sink["mean_ms"] * 0.5
+    # When it worked, in epoch seconds (a parent unites its shards' spans), and fps over it.
+    first, last = sink["active_s"]
+    assert result_started <= first < last <= time.time()
+    assert sink["fps"] == pytest.approx(20 / (last - first), rel=0.01)
 
 
 def test_stats_say_how_long_each_stage_took_to_open() -> None:

@@ -96,6 +96,32 @@ def test_shards_can_be_set_from_the_command_line() -> None:
         parse(CONFIG, "x.toml", ["pipeline.shards=0"])
 
 
+def shard_det(frames: int, start: float, end: float) -> dict:
+    return {"type": "infer", "frames": frames, "calls": 1, "fps": round(frames / (end - start), 2),
+            "mean_ms": 1.0, "p95_ms": 1.0, "active_s": [start, end]}  # fmt: skip
+
+
+def test_shards_at_work_side_by_side_add_their_rates() -> None:
+    total: dict = {}
+    for _ in range(3):
+        add_stage(total, shard_det(500, 100.0, 110.0))
+    assert total["fps"] == 150.0 and total["active_s"] == [100.0, 110.0]
+
+
+def test_shards_at_work_one_after_another_do_not_add_their_rates() -> None:
+    # Each ran 10 s at 50 frames/s, the second from 5 s after the first: 1,000 frames in
+    # 15 s, not 100 frames/s (what summing the rates said, and what a warm cache, whose
+    # shards all start together, seemed to fall short of).
+    total: dict = {}
+    add_stage(total, shard_det(500, 100.0, 110.0))
+    add_stage(total, shard_det(500, 105.0, 115.0))
+    assert total["fps"] == pytest.approx(66.67) and total["active_s"] == [100.0, 115.0]
+    add_stage(total, {"type": "infer", "frames": 0, "calls": 0, "fps": None, "active_s": None})
+    assert total["fps"] == pytest.approx(66.67), "a shard with no frames changed the span"
+    add_stage(total, shard_det(100, 90.0, 100.0))
+    assert total["fps"] == pytest.approx(1100 / 25) and total["active_s"] == [90.0, 115.0]
+
+
 def test_stage_stats_add_up_over_shards() -> None:
     total: dict = {}
     add_stage(total, {"type": "infer", "frames": 100, "calls": 10, "fps": 50.0,
