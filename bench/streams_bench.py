@@ -207,8 +207,9 @@ def tree_rss_mb(root: int) -> float:
 
 
 def _spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
-    """4 s of py-spy samples of the two largest processes of the run (shards, not the
-    forkserver), ``VAPIPE_BENCH_SPY_AFTER`` seconds (default 8) into it, and one ``top``."""
+    """4 s of py-spy samples of the parent (it takes every shard's frames for the sinks) and
+    the two largest processes under it (shards, not the forkserver),
+    ``VAPIPE_BENCH_SPY_AFTER`` seconds (default 8) into the run, and one ``top``."""
     import psutil
 
     time.sleep(float(os.environ.get("VAPIPE_BENCH_SPY_AFTER", "8")))
@@ -216,7 +217,8 @@ def _spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
         return
     into.mkdir(parents=True, exist_ok=True)
     tree = psutil.Process(process.pid).children(True)
-    busy = sorted(tree, key=lambda p: p.memory_info().rss)[-2:]  # shards, not the forkserver
+    busy = [psutil.Process(process.pid)]
+    busy += sorted(tree, key=lambda p: p.memory_info().rss)[-2:]  # shards, not the forkserver
     top = subprocess.run(["top", "-b", "-n", "1", "-w", "200"], capture_output=True, text=True)
     records = [
         subprocess.Popen(

@@ -112,6 +112,10 @@ class ModelCache:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+    def present(self) -> bool:
+        """Whether an entry is in place (whole: it appears by a rename)."""
+        return (self.dir / "meta.json").is_file()
+
     def load(self, torch: Any) -> Entry | None:
         """The stored entry, or None (absent, or found unusable and removed)."""
         meta_path = self.dir / "meta.json"

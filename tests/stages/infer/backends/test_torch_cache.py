@@ -4,9 +4,11 @@ shards that start together build one entry."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")
 
 from vapipe.stages.infer.backends.pytorch import TorchBackend  # noqa: E402
+from vapipe.stages.infer.backends.torch_cache import ModelCache  # noqa: E402
 
 MODEL = str(asset("models", "yolox_nano.onnx"))
 
@@ -125,6 +128,38 @@ def test_shards_starting_together_build_one_entry(tmp_path: Path) -> None:
     assert sorted(r["startup"]["cache"] for r in results) == ["built", "hit"]
     assert np.array_equal(np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy"))
     assert not [p for p in (cache / "torch").iterdir() if ".tmp" in p.name]
+
+
+def test_a_shard_that_waited_for_the_build_loads_it_after_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Shards that wait for one builder load side by side, not one by one under the lock.
+    cache = tmp_path / "cache"
+    build(cache)  # what the builder shard left
+    seen = {"locked": False, "loads": [], "missed": False}
+    real_load, real_locked = ModelCache.load, ModelCache.locked
+
+    def load(self: ModelCache, torch_module: object) -> object:
+        seen["loads"].append(seen["locked"])
+        if not seen["missed"]:  # the look before the lock: the builder was not done yet
+            seen["missed"] = True
+            return None
+        return real_load(self, torch_module)
+
+    @contextlib.contextmanager
+    def locked(self: ModelCache) -> Iterator[None]:
+        with real_locked(self):
+            seen["locked"] = True
+            try:
+                yield
+            finally:
+                seen["locked"] = False
+
+    monkeypatch.setattr(ModelCache, "load", load)
+    monkeypatch.setattr(ModelCache, "locked", locked)
+    backend = build(cache)
+    assert backend.startup["cache"] == "hit", "built again what another shard had built"
+    assert seen["loads"] == [False, False], "loaded while holding the lock"
 
 
 def test_a_trace_that_changes_the_output_is_refused(tmp_path: Path, monkeypatch) -> None:
