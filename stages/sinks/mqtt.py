@@ -223,11 +223,11 @@ class MqttSink(OutboxSink):
         return {
             "published": getattr(self, "published", 0),
             "acknowledged": getattr(self, "acked", 0),
-            "dropped": (outbox.dropped if outbox else 0) + getattr(self, "invalid", 0),
+            "dropped": (outbox.dropped if outbox is not None else 0) + getattr(self, "invalid", 0),
             "unpublishable": getattr(self, "invalid", 0),
-            "undelivered": (len(outbox) if outbox else 0)
-            + getattr(self, "unacknowledged", self.in_flight() if outbox else 0),
-            "outbox_high_water": outbox.high_water if outbox else 0,
+            "undelivered": (len(outbox) if outbox is not None else 0)
+            + getattr(self, "unacknowledged", self.in_flight() if outbox is not None else 0),
+            "outbox_high_water": outbox.high_water if outbox is not None else 0,
             "reconnects": getattr(self, "reconnects", 0),
         }
 

@@ -193,9 +193,9 @@ class WebhookSink(OutboxSink):
             "delivered": getattr(self, "delivered", 0),
             "failed_posts": getattr(self, "failures", 0),
             "rejected": getattr(self, "rejected", 0),
-            "dropped": outbox.dropped if outbox else 0,
-            "undelivered": len(outbox) if outbox else 0,
-            "connections": endpoint.connections if endpoint else 0,
+            "dropped": outbox.dropped if outbox is not None else 0,
+            "undelivered": len(outbox) if outbox is not None else 0,
+            "connections": endpoint.connections if endpoint is not None else 0,
         }
 
 

@@ -1,0 +1,146 @@
+"""Mutation testing of the modules named in issue 28: does a small deliberate bug in each make
+some test fail? cosmic-ray (``pip install cosmic-ray``) mutates each module in place, one
+mutant at a time (a comparison turned, a number changed, a ``not`` dropped, ...), and runs the
+module's own tests against it; a mutant no test notices is a missing test.
+
+    .venv/bin/python bench/mutation.py                      # every module below
+    .venv/bin/python bench/mutation.py stages/sinks/outbox.py
+
+It writes ``bench/results/mutation.md`` (kill rate per module, every survivor with its line
+and diff) and ``bench/results/mutation.json``. Each module runs with the tests listed for it
+(a lower bound: the whole suite may kill more). Files are mutated in place and restored by
+cosmic-ray after each mutant; run it on a clean checkout (it refuses otherwise), and
+``git checkout`` the module if it is ever interrupted with SIGKILL. A benchmark-like tool, not a
+test: nothing here runs in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench/results"
+
+MODULES: dict[str, list[str]] = {
+    "stages/sinks/outbox.py": ["tests/stages/sinks/test_outbox.py"],
+    "pipeline/urls.py": ["tests/pipeline/test_masking.py"],
+}
+"""Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
+    config = work / (Path(module).stem + ".toml")
+    session = config.with_suffix(".sqlite")
+    command = [_bin("pytest"), "-q", "-x", "-n0", "-p", "no:cacheprovider", *tests]
+    config.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{module}"\n'
+        "timeout = 300.0\n"
+        "excluded-modules = []\n"
+        f"test-command = {json.dumps(' '.join(command))}\n"
+        '[cosmic-ray.distributor]\nname = "local"\n'
+    )
+    session.unlink(missing_ok=True)
+    started = time.monotonic()
+    subprocess.run([_bin("cosmic-ray"), "init", str(config), str(session)], check=True, cwd=REPO)
+    subprocess.run([_bin("cosmic-ray"), "exec", str(config), str(session)], check=True, cwd=REPO)
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    outcomes: dict[str, int] = {}
+    survivors = []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            outcome = str(result.test_outcome or result.worker_outcome)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            if result.test_outcome == TestOutcome.SURVIVED:
+                mutation = item.mutations[0]
+                survivors.append({
+                    "line": mutation.start_pos[0],
+                    "operator": mutation.operator_name,
+                    "diff": "\n".join(
+                        line for line in (result.diff or "").splitlines()
+                        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+                    ),
+                })  # fmt: skip
+    killed = outcomes.get(str(TestOutcome.KILLED), 0)
+    survived = outcomes.get(str(TestOutcome.SURVIVED), 0)
+    judged = killed + survived
+    return {
+        "module": module,
+        "commit": commit[:10],
+        "tests": tests,
+        "mutants": sum(outcomes.values()),
+        "outcomes": outcomes,
+        "kill_rate": round(killed / judged, 3) if judged else None,
+        "minutes": round((time.monotonic() - started) / 60, 1),
+        "survivors": sorted(survivors, key=lambda s: s["line"]),
+    }
+
+
+def write_report(results: list[dict], commit: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "mutation.json").write_text(
+        json.dumps({"commit": commit, "modules": results}, indent=1) + "\n"
+    )
+    lines = [
+        "# Mutation testing (bench/mutation.py, cosmic-ray)",
+        "",
+        f"Last run at {commit[:10]}. Each module against the tests listed for it, at the",
+        "commit given; the kill rate is",
+        "killed / (killed + survived); incompetent mutants (code that no longer runs) left out.",
+        "",
+        "| module | commit | tests | mutants | killed | survived | kill rate | minutes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        killed, survived = r["outcomes"].get("killed", 0), r["outcomes"].get("survived", 0)
+        lines.append(
+            f"| `{r['module']}` | {r['commit']} | {', '.join(f'`{t}`' for t in r['tests'])} "
+            f"| {r['mutants']} "
+            f"| {killed} | {survived} | {r['kill_rate']} | {r['minutes']} |"
+        )
+    for r in results:
+        if r["survivors"]:
+            lines += ["", f"## Survivors in `{r['module']}`", ""]
+            for s in r["survivors"]:
+                diff = s["diff"].replace("\n", " / ")
+                lines.append(f"- line {s['line']} ({s['operator']}): `{diff}`")
+    (RESULTS / "mutation.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="default: every module in MODULES")
+    args = parser.parse_args()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, cwd=REPO).stdout  # fmt: skip
+    if dirty.strip():
+        sys.exit("bench/mutation.py: commit or stash your changes first (modules are mutated "
+                 "in place)")  # fmt: skip
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO, check=True).stdout.strip()  # fmt: skip
+    previous = {}
+    if (RESULTS / "mutation.json").exists():
+        previous = {r["module"]: r for r in json.loads(
+            (RESULTS / "mutation.json").read_text())["modules"]}  # fmt: skip
+    chosen = args.modules or list(MODULES)
+    with tempfile.TemporaryDirectory() as work:
+        for module in chosen:
+            previous[module] = run_module(module, MODULES[module], Path(work), commit)
+            write_report(list(previous.values()), commit)
+            print(f"{module}: kill rate {previous[module]['kill_rate']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The outbox every network event sink queues into: bounded, never blocking the video path,
+the oldest dropped and counted; what was taken and not delivered goes back in order; the
+sinks' stats count drops and what is left whether the outbox is empty or not."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from vapipe.stages.sinks.mqtt import MqttSink
+from vapipe.stages.sinks.outbox import EVENT_TYPES, Outbox, OutboxConfig, OutboxSink, Reachability
+from vapipe.stages.sinks.webhook import WebhookSink
+
+
+def test_take_returns_up_to_most_in_order_and_leaves_the_rest() -> None:
+    outbox = Outbox(10)
+    for item in "abcde":
+        outbox.put(item)
+    assert outbox.take(2, wait_s=0) == ["a", "b"]
+    assert len(outbox) == 3 and outbox.high_water == 5 and outbox.dropped == 0
+    assert outbox.take(5, wait_s=0) == ["c", "d", "e"]
+    assert outbox.take(5, wait_s=0) == [] and len(outbox) == 0
+
+
+def test_a_full_outbox_keeps_exactly_its_size() -> None:
+    outbox = Outbox(2)
+    outbox.put(1)
+    outbox.put(2)
+    assert outbox.dropped == 0, "dropped before it was full"
+    outbox.put(3)
+    assert outbox.dropped == 1 and len(outbox) == 2 and outbox.take(9, wait_s=0) == [2, 3]
+
+
+def test_give_back_returns_items_to_the_front_in_order() -> None:
+    outbox = Outbox(5)
+    outbox.put("d")
+    outbox.give_back(["a", "b", "c"])
+    assert outbox.dropped == 0
+    assert outbox.take(9, wait_s=0) == ["a", "b", "c", "d"]
+
+
+def test_give_back_beyond_the_room_drops_the_oldest_given_and_counts_them() -> None:
+    outbox = Outbox(3)
+    outbox.put("d")
+    outbox.give_back(["a", "b", "c"])  # room for two: "a" is the oldest
+    assert outbox.dropped == 1
+    assert outbox.take(9, wait_s=0) == ["b", "c", "d"]
+    outbox.put("x")
+    outbox.put("y")
+    outbox.put("z")
+    outbox.give_back(["p", "q"])  # no room at all
+    assert outbox.dropped == 3 and outbox.take(9, wait_s=0) == ["x", "y", "z"]
+
+
+def test_take_waits_for_the_first_item_and_fills_until_most() -> None:
+    outbox = Outbox(10)
+    got: list[list[str]] = []
+    taker = threading.Thread(target=lambda: got.append(outbox.take(3, wait_s=60, fill_s=60)))
+    taker.start()
+    for item in "xyz":
+        outbox.put(item)
+    taker.join(30)
+    assert not taker.is_alive() and got == [["x", "y", "z"]]
+
+
+def test_close_wakes_a_waiting_take_with_nothing() -> None:
+    outbox = Outbox(10)
+    got: list[list[str]] = []
+    taker = threading.Thread(target=lambda: got.append(outbox.take(3, wait_s=60, fill_s=60)))
+    taker.start()
+    while not taker.is_alive():
+        time.sleep(0.01)
+    outbox.close()
+    taker.join(30)
+    assert not taker.is_alive() and got == [[]] and outbox.closed
+
+
+def test_a_closed_outbox_hands_over_what_it_holds_without_waiting_to_fill() -> None:
+    outbox = Outbox(10)
+    outbox.put("a")
+    outbox.close()
+    assert outbox.take(5, wait_s=60, fill_s=60) == ["a"]
+
+
+def test_wait_empty_says_whether_it_emptied() -> None:
+    outbox = Outbox(10)
+    assert outbox.wait_empty(0) is True
+    outbox.put("a")
+    assert outbox.wait_empty(0.05) is False
+    threading.Timer(0.05, lambda: outbox.take(1, wait_s=0)).start()
+    assert outbox.wait_empty(30) is True
+
+
+def test_a_second_outage_is_warned_again_and_counted(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    reach = Reachability("hook", "http://x", warn_after_s=5)
+    with caplog.at_level(logging.INFO, logger="vapipe.stages.sinks.outbox"):
+        for start in (100.0, 200.0):
+            for step in range(7):
+                now[0] = start + step
+                reach.failing("refused", waiting=step)
+            now[0] = start + 8
+            reach.reachable()
+        now[0] = 300.0
+        reach.failing("refused", waiting=1)
+        now[0] = 304.9
+        reach.failing("refused", waiting=1)  # not yet warn_after_s
+        reach.reachable()
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        (logging.WARNING, "hook: http://x unreachable for 5 s (refused); 5 events waiting"),
+        (logging.INFO, "hook: http://x reachable again after 8.0 s"),
+    ] * 2
+    assert reach.outages == 2 and reach.down_since is None and not reach.warned
+
+
+def test_an_outage_counts_from_when_the_first_attempt_began(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time, "monotonic", lambda: 50.0)
+    reach = Reachability("mq", "broker", warn_after_s=5)
+    with caplog.at_level(logging.WARNING, logger="vapipe.stages.sinks.outbox"):
+        reach.failing("timed out", waiting=3, since=40.0)
+    assert reach.down_since == 40.0 and reach.outages == 1
+    assert caplog.records[0].getMessage() == (
+        "mq: broker unreachable for 10 s (timed out); 3 events waiting"
+    )
+
+
+@pytest.mark.parametrize("sink_type", [WebhookSink, MqttSink])
+def test_stats_count_drops_when_the_outbox_is_empty(sink_type: type[OutboxSink]) -> None:
+    # An empty outbox is falsy (it has a length): its drops must still be counted.
+    sink = object.__new__(sink_type)
+    sink.config = SimpleNamespace(qos=1)  # type: ignore[assignment]  # what MQTT's reads
+    sink.published = sink.acked = 0  # type: ignore[attr-defined]
+    sink.outbox = Outbox(2)
+    for item in range(5):
+        sink.outbox.put(item)
+    sink.outbox.take(9, wait_s=0)
+    stats = sink.stats()
+    assert stats["dropped"] == 3 and stats["undelivered"] == 0
+    sink.outbox.put("left")
+    assert sink.stats()["undelivered"] == 1
+
+
+def test_event_types_filter_what_is_queued(caplog: pytest.LogCaptureFixture) -> None:
+    sink = object.__new__(OutboxSink)
+    with caplog.at_level(logging.WARNING):
+        sink.config = OutboxConfig(event_types=["line_cross", "my_plugin_event"])
+    assert "no built-in stage emits 'my_plugin_event'" in caplog.text
+    assert "line_cross" not in caplog.text.split("known:")[0]
+    sink.outbox = Outbox(10)
+    for event in ("frame", "line_cross", "zone_enter", "my_plugin_event"):
+        sink.accept({"event": event})
+    assert [r["event"] for r in sink.outbox.take(9, wait_s=0)] == ["line_cross", "my_plugin_event"]
+    sink.config = OutboxConfig()
+    sink.accept({"event": "frame"})
+    assert len(sink.outbox) == 1 and "zone_dwell" in EVENT_TYPES
