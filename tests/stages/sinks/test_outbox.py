@@ -10,6 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
 from vapipe.stages.sinks.mqtt import MqttSink
 from vapipe.stages.sinks.outbox import EVENT_TYPES, Outbox, OutboxConfig, OutboxSink, Reachability
@@ -163,3 +164,12 @@ def test_event_types_filter_what_is_queued(caplog: pytest.LogCaptureFixture) -> 
     sink.config = OutboxConfig()
     sink.accept({"event": "frame"})
     assert len(sink.outbox) == 1 and "zone_dwell" in EVENT_TYPES
+
+
+def test_the_outbox_settings_keep_their_documented_defaults_and_bounds() -> None:
+    config = OutboxConfig()
+    assert (config.outbox_size, config.drain_s, config.event_types) == (10_000, 5.0, None)
+    assert OutboxConfig(outbox_size=1, drain_s=0).outbox_size == 1
+    for bad in ({"outbox_size": 0}, {"outbox_size": 10_000_001}, {"drain_s": -0.1}):
+        with pytest.raises(ValidationError):
+            OutboxConfig(**bad)
