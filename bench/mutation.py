@@ -44,7 +44,7 @@ def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
     # One process, no parallel workers; a mutant that hangs (a wait loop's test turned) fails
     # by pytest-timeout's limit, which counts as killed.
     command = [_bin("pytest"), "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
-               "--timeout", "30", *tests]  # fmt: skip
+               "--timeout", "10", *tests]  # fmt: skip
     config.write_text(
         "[cosmic-ray]\n"
         f'module-path = "{module}"\n'

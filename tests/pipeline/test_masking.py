@@ -62,3 +62,44 @@ def test_json_log_lines_are_masked() -> None:
     )
     entry = json.loads(JsonFormatter().format(record))
     assert entry["message"] == "open rtsp://***@cam/s failed"
+
+
+def test_a_config_registers_each_kind_of_secret_it_holds() -> None:
+    # Each value unique to this test: the registry is process-wide.
+    from vapipe.pipeline.urls import register_secrets_in
+
+    register_secrets_in({
+        "nodes": {
+            "cam": {"uri": "rtsp://viewer:cam-pw-81@10.0.0.5/s?token=tok-81&channel=2"},
+            "hook": {"url": "https://h.example/x?api_key=key-81&page=3",
+                     "headers": {"X-Custom": "hdr-81", "Auth": {"nested": "deep-81"}}},
+            "mq": {"password": "mq-pw-81", "passwords": ["not-secret-81"], "user": "user-81"},
+            "list": {"Token": ["list-tok-81"]},
+        }
+    })  # fmt: skip
+    for secret in ("cam-pw-81", "viewer:cam-pw-81", "tok-81", "key-81", "hdr-81", "deep-81",
+                   "mq-pw-81", "list-tok-81"):  # fmt: skip
+        assert mask_credentials(f"<{secret}>") == "<***>", secret
+    for plain in ("channel=2", "page=3", "not-secret-81", "user-81", "10.0.0.5"):
+        assert mask_credentials(plain) == plain, f"{plain} masked: not a secret"
+
+
+def test_a_short_password_is_masked_in_a_url_though_not_alone() -> None:
+    # Under three characters a registered string would mask ordinary words ("ab" in
+    # "table"); in a URL its user-info is masked whatever its length.
+    from vapipe.pipeline.urls import register_secret, register_secrets_in
+
+    register_secrets_in({"uri": "rtsp://u:zq@cam-short/s", "password": "zx"})
+    register_secret("xy")
+    assert mask_credentials("rtsp://u:zq@cam-short/s") == "rtsp://***@cam-short/s"
+    assert mask_credentials("zq zx xy") == "zq zx xy"
+    register_secret("wq7")
+    assert mask_credentials("a wq7 b") == "a *** b"
+
+
+def test_the_longest_secret_is_masked_first() -> None:
+    from vapipe.pipeline.urls import register_secret
+
+    register_secret("long-secret-95")
+    register_secret("secret-9")
+    assert mask_credentials("x long-secret-95 y secret-9") == "x *** y ***"

@@ -173,3 +173,114 @@ def test_the_outbox_settings_keep_their_documented_defaults_and_bounds() -> None
     for bad in ({"outbox_size": 0}, {"outbox_size": 10_000_001}, {"drain_s": -0.1}):
         with pytest.raises(ValidationError):
             OutboxConfig(**bad)
+
+
+class SteppedClock:
+    """Time that moves only when the outbox waits or sleeps; each wait recorded."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(round(seconds, 6))
+        self.now += seconds
+
+
+class SteppedCondition:
+    """The outbox's condition variable on a stepped clock: a wait lasts its whole timeout."""
+
+    def __init__(self, clock: SteppedClock) -> None:
+        self.clock = clock
+
+    def __enter__(self) -> SteppedCondition:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def wait(self, timeout: float) -> bool:
+        self.clock.sleep(timeout)
+        return False
+
+    def notify(self) -> None:
+        pass
+
+    def notify_all(self) -> None:
+        pass
+
+
+@pytest.fixture
+def stepped(monkeypatch: pytest.MonkeyPatch) -> tuple[Outbox, SteppedClock]:
+    from vapipe.stages.sinks import outbox as module
+
+    clock = SteppedClock()
+    monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=clock.monotonic,
+                                                        sleep=clock.sleep))  # fmt: skip
+    box = Outbox(10)
+    box._ready = SteppedCondition(clock)  # type: ignore[assignment]
+    return box, clock
+
+
+def test_take_waits_for_a_first_item_only_when_none_is_there(stepped) -> None:
+    box, clock = stepped
+    assert box.take(3, wait_s=2.0) == [] and clock.waits == [2.0]
+    box.put("a")
+    assert box.take(1, wait_s=7.0) == ["a"] and clock.waits == [2.0], "waited with an item there"
+    box.close()
+    assert box.take(1, wait_s=7.0) == [] and clock.waits == [2.0], "waited on a closed outbox"
+
+
+def test_take_fills_for_fill_s_then_hands_over_what_it_has(stepped) -> None:
+    box, clock = stepped
+    box.put("a")
+    assert box.take(5, wait_s=0, fill_s=0.5) == ["a"]
+    assert clock.waits == [0.5], "the fill wait is fill_s, once"
+    for item in "bcdef":
+        box.put(item)
+    assert box.take(2, wait_s=0, fill_s=0.5) == ["b", "c"]
+    assert clock.waits == [0.5], "waited to fill though more than enough was there"
+    assert box.take(2, wait_s=0, fill_s=3.0) == ["d", "e"] and clock.waits == [0.5]
+
+
+def test_wait_empty_gives_up_at_its_timeout(stepped) -> None:
+    box, clock = stepped
+    box.put("stuck")
+    started = clock.now
+    assert box.wait_empty(5.0) is False
+    assert 5.0 <= clock.now - started < 5.0 + 0.021
+    assert set(clock.waits) == {0.02}, "polls every 20 ms"
+
+
+def test_give_back_with_little_room_counts_each_dropped(stepped) -> None:
+    box, _ = stepped
+    box.size = 5
+    box.put("x")
+    box.put("y")
+    box.give_back(list("abcd"))  # room for three: "a" goes
+    assert box.dropped == 1 and box.take(9, wait_s=0) == ["b", "c", "d", "x", "y"]
+    small = Outbox(3)
+    assert small.high_water == 0
+    small.put("z")
+    small.give_back(list("abcde"))  # room for two
+    assert small.dropped == 3 and small.take(9, wait_s=0) == ["d", "e", "z"]
+
+
+def test_an_outage_of_a_peer_down_since_early_in_the_clock_says_its_length(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time, "monotonic", lambda: 9.0)
+    reach = Reachability("mq", "broker", warn_after_s=5)
+    with caplog.at_level(logging.WARNING, logger="vapipe.stages.sinks.outbox"):
+        reach.failing("refused", waiting=1, since=2.0)
+    said = caplog.records[0].getMessage()
+    assert said == "mq: broker unreachable for 7 s (refused); 1 events waiting"
+
+
+def test_network_sinks_take_records_not_pixels() -> None:
+    # They run in the parent of a sharded run, fed the shards' records (shards.py,
+    # shard.py): a sink marked as reading pixels would keep every frame's image alive.
+    assert OutboxSink.writes_records is True and OutboxSink.reads_pixels is False
