@@ -29,6 +29,11 @@ RESULTS = REPO / "bench/results"
 
 MODULES: dict[str, list[str]] = {
     "stages/sinks/outbox.py": ["tests/stages/sinks/test_outbox.py"],
+    "pipeline/event_hub.py": ["tests/pipeline/test_event_hub.py"],
+    "pipeline/shard_ledger.py": ["tests/pipeline/test_shard_ledger.py"],
+    "stages/sinks/http_post.py": [
+        "tests/stages/sinks/test_http_post.py", "tests/stages/sinks/test_webhook.py"
+    ],
     "pipeline/urls.py": ["tests/pipeline/test_masking.py"],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""

@@ -41,3 +41,43 @@ def test_a_slow_subscriber_loses_its_oldest_events_counted() -> None:
     assert hub.dropped_total == 6
     assert [i["seq"] for i in fast.take()[0]] == list(range(10))
     assert slow.take() == ([], 0), "a take reports each loss once"
+
+
+def test_the_first_subscriber_and_the_last_leaving_are_told_once_each() -> None:
+    hub = EventHub()
+    told: list[bool] = []
+    hub.on_listening = told.append
+    one, two = hub.subscribe(Subscriber()), hub.subscribe(Subscriber())
+    assert told == [True]
+    hub.unsubscribe(one)
+    assert told == [True] and hub.listening
+    hub.unsubscribe(Subscriber())  # never subscribed: nothing changes
+    hub.unsubscribe(two)
+    assert told == [True, False] and not hub.listening
+    hub.unsubscribe(two)  # twice: told once
+    assert told == [True, False]
+    hub.subscribe(Subscriber())
+    assert told == [True, False, True]
+
+
+def test_an_unsubscribed_reader_gets_nothing_more_and_a_wake_is_per_take() -> None:
+    hub = EventHub()
+    gone, kept = hub.subscribe(Subscriber()), hub.subscribe(Subscriber(kinds=frozenset({"x"})))
+    hub.unsubscribe(gone)
+    hub.publish(record("a", "frame", 0))
+    assert gone.take() == ([], 0) and not gone.wake.is_set()
+    assert not kept.wake.is_set(), "woken for an event it does not want"
+    hub.publish(record("a", "x", 1))
+    assert kept.wake.is_set()
+    assert [i["seq"] for i in kept.take()[0]] == [1] and not kept.wake.is_set()
+
+
+def test_a_buffer_holds_exactly_its_size_before_dropping() -> None:
+    hub = EventHub()
+    reader = hub.subscribe(Subscriber(size=3, source="a"))
+    for seq in range(3):
+        hub.publish(record("a", "frame", seq))
+    hub.publish(record("b", "frame", 9))  # another source: neither kept nor counted
+    assert reader.dropped == 0 and hub.dropped_total == 0
+    hub.publish(record("a", "frame", 3))
+    assert reader.take() == ([record("a", "frame", s) for s in (1, 2, 3)], 1)

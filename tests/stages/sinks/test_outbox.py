@@ -170,6 +170,7 @@ def test_the_outbox_settings_keep_their_documented_defaults_and_bounds() -> None
     config = OutboxConfig()
     assert (config.outbox_size, config.drain_s, config.event_types) == (10_000, 5.0, None)
     assert OutboxConfig(outbox_size=1, drain_s=0).outbox_size == 1
+    assert OutboxConfig(outbox_size=10_000_000).outbox_size == 10_000_000
     for bad in ({"outbox_size": 0}, {"outbox_size": 10_000_001}, {"drain_s": -0.1}):
         with pytest.raises(ValidationError):
             OutboxConfig(**bad)
@@ -274,10 +275,12 @@ def test_an_outage_of_a_peer_down_since_early_in_the_clock_says_its_length(
 ) -> None:
     monkeypatch.setattr(time, "monotonic", lambda: 9.0)
     reach = Reachability("mq", "broker", warn_after_s=5)
-    with caplog.at_level(logging.WARNING, logger="vapipe.stages.sinks.outbox"):
+    with caplog.at_level(logging.INFO, logger="vapipe.stages.sinks.outbox"):
         reach.failing("refused", waiting=1, since=2.0)
-    said = caplog.records[0].getMessage()
-    assert said == "mq: broker unreachable for 7 s (refused); 1 events waiting"
+        reach.reachable()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["mq: broker unreachable for 7 s (refused); 1 events waiting",
+                    "mq: broker reachable again after 7.0 s"]  # fmt: skip
 
 
 def test_network_sinks_take_records_not_pixels() -> None:

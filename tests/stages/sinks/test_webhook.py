@@ -211,11 +211,28 @@ def test_one_connection_serves_every_batch_while_the_server_keeps_it_alive() -> 
     assert sink.stats()["connections"] == 1 and sink.stats()["delivered"] == 40
 
 
-def test_a_closed_kept_alive_connection_is_reopened_without_a_failed_attempt() -> None:
+def test_a_server_that_says_connection_close_gets_a_new_connection_each_time() -> None:
     with serving(lambda conn, number: conn.sendall(answer(204, close=number % 2 == 1))) as server:
         sink = run_sink(f"http://127.0.0.1:{server.port}/e", 12, batch_size=3)
     stats = sink.stats()
     assert stats["delivered"] == 12 and stats["failed_posts"] == 0, stats
+    assert server.connections == stats["connections"] == 3, "a closing answer was kept open"
+
+
+def test_a_closed_kept_alive_connection_is_reopened_without_a_failed_attempt() -> None:
+    # The server keeps each connection alive (no "Connection: close") and then drops it
+    # after every first answer, as an idle timeout does: the sink's next POST on it finds
+    # it gone, and sends once more on a new connection instead of counting a failure.
+    def handler(conn: socket.socket, number: int) -> None:
+        conn.sendall(answer(204))
+        if number % 2 == 1:
+            conn.shutdown(socket.SHUT_RDWR)
+
+    with serving(handler) as server:
+        sink = run_sink(f"http://127.0.0.1:{server.port}/e", 12, batch_size=3)
+    stats = sink.stats()
+    assert stats["delivered"] == 12 and stats["failed_posts"] == 0, stats
+    assert stats["posts"] == 4 and stats["connections"] >= 3, stats
 
 
 HOOK = """\
