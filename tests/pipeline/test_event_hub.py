@@ -51,7 +51,8 @@ def test_the_first_subscriber_and_the_last_leaving_are_told_once_each() -> None:
     assert told == [True]
     hub.unsubscribe(one)
     assert told == [True] and hub.listening
-    hub.unsubscribe(Subscriber())  # never subscribed: nothing changes
+    hub.unsubscribe(Subscriber())  # never subscribed (though equal to two): nothing changes
+    assert told == [True] and hub.listening
     hub.unsubscribe(two)
     assert told == [True, False] and not hub.listening
     hub.unsubscribe(two)  # twice: told once
@@ -81,3 +82,19 @@ def test_a_buffer_holds_exactly_its_size_before_dropping() -> None:
     assert reader.dropped == 0 and hub.dropped_total == 0
     hub.publish(record("a", "frame", 3))
     assert reader.take() == ([record("a", "frame", s) for s in (1, 2, 3)], 1)
+
+
+def test_each_subscriber_is_matched_on_its_own() -> None:
+    hub = EventHub()
+    # Equal as dataclasses, two readers all the same: leaving is by identity.
+    twin_a, twin_b = hub.subscribe(Subscriber()), hub.subscribe(Subscriber())
+    other_source = hub.subscribe(Subscriber(source="b"))
+    built = hub.subscribe(Subscriber(source="".join(["c", "am"])))  # equal, not identical
+    hub.unsubscribe(twin_a)
+    assert hub.listening and Subscriber().size == 1000
+    hub.publish(record("a", "frame", 0))  # "a" < "b": not b's
+    hub.publish(record("cam", "frame", 1))
+    assert [i["seq"] for i in twin_b.take()[0]] == [0, 1], "a reader's filter stopped the next"
+    assert other_source.take() == ([], 0)
+    assert [i["seq"] for i in built.take()[0]] == [1]
+    assert twin_a.take() == ([], 0)

@@ -79,3 +79,24 @@ def test_an_older_frame_never_moves_the_resume_time_back() -> None:
     assert book.resume({"b"}) == {} and book.sources["b"].uri == "b2.mp4"
     book.forget("b")
     assert "b" not in book.sources and book.progress() == 0
+
+
+def test_admission_is_by_each_sinks_next_frame(monkeypatch) -> None:
+    book = ledger()
+    assert book.admit("b", "events", 0) == (True, None), "a sink that had nothing takes frame 0"
+    book.delivered("b", "events", 1, 0.04, 10.0)
+    assert book.admit("b", "events", 1) == (False, None) and book.admit("b", "events", 2)[0]
+    assert book.admit("b", "events", 9) == (True, None), "frames after a gap are new"
+    book.delivered("b", "mq", 7, 0.28, 10.2)
+    assert book.resume({"b"}) == {"b": (2, 0.28, 10.2)}
+    book.delivered("b", "events", 3, 0.28, 10.3)  # the same pts, captured later
+    assert book.resume({"b"}) == {"b": (4, 0.28, 10.3)}
+    book.delivered("b", "mq", 8, 0.32, 10.4)
+    ((_, down),) = book.went_down({"b"}, attempt=1, reason="x")
+    assert down["seq"] == 3, "placed after the slower sink's last frame"
+    now = [40.0]
+    monkeypatch.setattr("vapipe.pipeline.shard_ledger.time.monotonic", lambda: now[0])
+    book.went_down({"a"}, attempt=3, reason="y")
+    now[0] = 103.12345
+    _, up = book.admit("a", "events", 0)
+    assert up is not None and up["down_s"] == 63.123 and up["attempt"] == 3
