@@ -78,9 +78,15 @@ class Guard(BaseHTTPMiddleware):
 
 
 async def json_body(request: Request) -> Any:
-    body = await request.body()  # chunked bodies have no length to check beforehand
-    if len(body) > MAX_BODY:
-        raise StreamError(413, f"request body over {MAX_BODY} bytes")
+    # A chunked body has no length to check beforehand: it is read only up to the limit,
+    # never whole first (a client could send gigabytes).
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise StreamError(413, f"request body over {MAX_BODY} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -4,14 +4,16 @@ path they guard."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
 from vapipe.pipeline.config import ServeSettings
 from vapipe.pipeline.event_hub import EventHub
-from vapipe.pipeline.http_api import make_app
+from vapipe.pipeline.http_api import MAX_BODY, json_body, make_app
 from vapipe.pipeline.service import StreamError
 
 STREAM = {"id": "cam", "uri": "x.mp4", "state": "running", "fps": 1.0, "frames": 3,
@@ -74,3 +76,41 @@ def test_token_and_body_limit() -> None:
     assert big.status_code == 413 and service.added == []
     added = client.post("/api/streams", headers=good, json={"id": "b", "uri": "x"})
     assert added.status_code == 201 and service.added == [{"id": "b", "uri": "x"}]
+
+
+def test_a_body_without_a_length_is_read_only_up_to_the_limit() -> None:
+    class Endless:
+        """A chunked upload that never ends: 64 KiB at a time."""
+
+        def __init__(self) -> None:
+            self.sent = 0
+
+        async def stream(self):  # type: ignore[no-untyped-def]
+            while True:
+                self.sent += 1
+                yield b"0" * (64 << 10)
+
+    upload = Endless()
+    with pytest.raises(StreamError) as refused:
+        asyncio.run(json_body(upload))  # type: ignore[arg-type]
+    assert refused.value.status == 413
+    assert upload.sent == MAX_BODY // (64 << 10) + 1, "read past the limit"
+
+    class Chunked:
+        async def stream(self):  # type: ignore[no-untyped-def]
+            for part in (b'{"id": ', b'"c", "uri": ', b'"x"}'):
+                yield part
+
+    assert asyncio.run(json_body(Chunked())) == {"id": "c", "uri": "x"}  # type: ignore[arg-type]
+
+
+def test_a_chunked_upload_over_the_limit_is_refused_by_the_app() -> None:
+    service = StandIn()
+    client = TestClient(make_app(service))  # type: ignore[arg-type]
+
+    def chunks():  # no Content-Length: httpx sends it chunked
+        for _ in range(40):
+            yield b" " * (32 << 10)
+
+    refused = client.post("/api/streams", content=chunks())
+    assert refused.status_code == 413 and service.added == []
