@@ -72,11 +72,11 @@ def _input_clip(folder: Path, name: str) -> Path:
     return clip
 
 
-def _pictures(folder: Path) -> Path:
+def _pictures(folder: Path, first: int = 0) -> Path:
     folder.mkdir()
-    for index in range(2):
+    for index in range(first, first + 2):
         shutil.copy(asset("media", "dog.jpg"), folder / f"img{index}.jpg")
-    return folder / "img0.jpg"
+    return folder / f"img{first + 1}.jpg"
 
 
 def _hard_link(folder: Path) -> Path:
@@ -121,8 +121,10 @@ NAMES_ACTUALLY_WRITTEN = {
         ["--set", "cam.uri=in.mp4", "--stats", "out/events.jsonl"],
         "--stats out/events.jsonl is also written by node 'events'",
     ),
+    # Pictures the sequence would reach only later (img7, img8): its first name is free, so
+    # only the pattern checked against the folder's files catches it.
     "picture-sequence-over-an-input-folder": (
-        lambda d: _pictures(d / "imgs"),
+        lambda d: _pictures(d / "imgs", first=7),
         ["--set", "cam.uri=imgs", "--set", "video.path=imgs/img{seq}.jpg"],
         "node 'video' key 'path': imgs/img*.jpg is the input of node 'cam'",
     ),
