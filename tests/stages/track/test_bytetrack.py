@@ -251,3 +251,18 @@ def test_another_tracker_plugs_in_through_new_tracker(pixels: bool) -> None:
     assert out.detections.track_id.tolist() == [5, 6]
     assert stage.stats() == {"tracks": {"a": 6, "b": 6}}
     assert all((image is not None) == pixels for image in made[0].images)
+
+
+def test_an_expired_tracks_votes_go_with_it() -> None:
+    # A person (class 0) and a car (class 2) tracked side by side; the person leaves and its
+    # track expires. The car's class must stay its own: votes that stayed behind when the
+    # person's row went would now sit on the car's row and make it a "person".
+    person, car = box_at(100, 100), box_at(400, 100, w=120, h=60)
+    frames = [dets([person, car], classes=[0, 2]) for _ in range(20)]
+    frames += [dets([car], classes=[2]) for _ in range(40)]  # 1.6 s > lost_s: person expires
+    frames += [dets([car, box_at(700, 300)], classes=[2, 1]) for _ in range(5)]  # a bicycle
+    tracker = ByteTracker(TrackConfig(lost_s=1.0))
+    classes = run_classes(tracker, frames)
+    assert len(tracker) == 2, "the person's track did not expire"
+    assert classes[25] == [2] and classes[-1] == [2, 1], classes[-1]
+    assert tracker.votes.shape[0] == len(tracker) and tracker.votes[:, 0].max() == 0.0
