@@ -114,3 +114,24 @@ def test_a_chunked_upload_over_the_limit_is_refused_by_the_app() -> None:
 
     refused = client.post("/api/streams", content=chunks())
     assert refused.status_code == 413 and service.added == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/api/streams"), ("POST", "/api/streams"), ("GET", "/api/streams/cam"),
+     ("DELETE", "/api/streams/cam"), ("GET", "/api/streams/cam/analytics"),
+     ("PUT", "/api/streams/cam/analytics"), ("GET", "/api/config"), ("GET", "/api/events"),
+     ("GET", "/metrics"), ("GET", "/readyz"), ("GET", "/streams/cam/snapshot.jpg"),
+     ("GET", "/streams/cam/mjpeg")],
+)  # fmt: skip
+def test_with_a_token_every_path_but_health_and_the_page_needs_it(method: str, path: str) -> None:
+    # Answered before any handler runs: nothing of the service is reached without the token.
+    service = StandIn()
+    client = TestClient(make_app(service, token="t0ken-t0ken"))  # type: ignore[arg-type]
+    service.fail_with = AssertionError(f"{method} {path} reached the service")
+    refused = client.request(method, path)
+    assert refused.status_code == 401, (method, path, refused.status_code)
+    assert (
+        client.request(method, path, headers={"Authorization": "Bearer t0ken-t0ke"}).status_code
+        == 401
+    )
