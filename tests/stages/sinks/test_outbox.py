@@ -122,17 +122,25 @@ def test_a_second_outage_is_warned_again_and_counted(
     assert reach.outages == 2 and reach.down_since is None and not reach.warned
 
 
+# (now, down since, reason, events waiting, seconds down): the second also early in the
+# clock, where `now % since` would pass for `now - since` no more.
+OUTAGES = [(50.0, 40.0, "timed out", 3, 10), (9.0, 2.0, "refused", 1, 7)]
+
+
+@pytest.mark.parametrize(("now", "since", "reason", "waiting", "seconds"), OUTAGES)
 def test_an_outage_counts_from_when_the_first_attempt_began(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(time, "monotonic", lambda: 50.0)
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+    now: float, since: float, reason: str, waiting: int, seconds: int,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(time, "monotonic", lambda: now)
     reach = Reachability("mq", "broker", warn_after_s=5)
-    with caplog.at_level(logging.WARNING, logger="vapipe.stages.sinks.outbox"):
-        reach.failing("timed out", waiting=3, since=40.0)
-    assert reach.down_since == 40.0 and reach.outages == 1
-    assert caplog.records[0].getMessage() == (
-        "mq: broker unreachable for 10 s (timed out); 3 events waiting"
-    )
+    with caplog.at_level(logging.INFO, logger="vapipe.stages.sinks.outbox"):
+        reach.failing(reason, waiting=waiting, since=since)
+        assert reach.down_since == since and reach.outages == 1
+        reach.reachable()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"mq: broker unreachable for {seconds} s ({reason}); {waiting} events waiting",
+                    f"mq: broker reachable again after {seconds}.0 s"]  # fmt: skip
 
 
 @pytest.mark.parametrize("sink_type", [WebhookSink, MqttSink])
@@ -268,19 +276,6 @@ def test_give_back_with_little_room_counts_each_dropped(stepped) -> None:
     small.put("z")
     small.give_back(list("abcde"))  # room for two
     assert small.dropped == 3 and small.take(9, wait_s=0) == ["d", "e", "z"]
-
-
-def test_an_outage_of_a_peer_down_since_early_in_the_clock_says_its_length(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(time, "monotonic", lambda: 9.0)
-    reach = Reachability("mq", "broker", warn_after_s=5)
-    with caplog.at_level(logging.INFO, logger="vapipe.stages.sinks.outbox"):
-        reach.failing("refused", waiting=1, since=2.0)
-        reach.reachable()
-    said = [r.getMessage() for r in caplog.records]
-    assert said == ["mq: broker unreachable for 7 s (refused); 1 events waiting",
-                    "mq: broker reachable again after 7.0 s"]  # fmt: skip
 
 
 def test_network_sinks_take_records_not_pixels() -> None:
