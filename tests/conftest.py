@@ -8,6 +8,7 @@ import functools
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,21 +62,31 @@ def unlinked_files(repo: Path, tree: Path) -> list[str]:
 
 
 @functools.cache
-def opencl_unbuildable() -> str | None:
-    """Why no OpenCL device here builds the letterbox kernel (one line), or None where one does.
+def _opencl_probe() -> tuple[Any, str | None]:
+    """The device ``auto`` builds the letterbox kernel on, or None and why not (one line).
 
     A machine can list an OpenCL CPU device whose compiler does not know its processor (the
     PoCL inside pyopencl's wheel carries LLVM 14, which cannot name an AMD CPU of family 26):
-    the product then preprocesses with numpy, and says so in one warning line."""
+    the product then preprocesses with numpy, and says so in one warning line. Built once per
+    test process: each build has a context of its own, so a second would build again."""
     import numpy as np
 
     from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, one_line, open_program
 
     try:
-        open_program("auto", None, np.dtype(np.float32))
+        return open_program("auto", None, np.dtype(np.float32)).device, None
     except OpenCLUnavailable as exc:
-        return one_line(exc)
-    return None
+        return None, one_line(exc)
+
+
+def opencl_unbuildable() -> str | None:
+    """Why no OpenCL device here builds the letterbox kernel, or None where one does."""
+    return _opencl_probe()[1]
+
+
+def opencl_device() -> Any:
+    """The device whose letterbox kernel built (call skip_without_opencl first)."""
+    return _opencl_probe()[0]
 
 
 def pytest_configure(config: pytest.Config) -> None:
