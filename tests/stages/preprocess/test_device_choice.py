@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.conftest import opencl_device
 from vapipe.stages.preprocess import cl_kernel
 from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, one_line, open_program
 
@@ -116,7 +117,7 @@ def test_doctor_shows_a_failed_build_in_one_line_and_says_numpy_runs(
 def test_doctor_names_the_device_whose_kernel_built(capsys: pytest.CaptureFixture[str]) -> None:
     from vapipe.pipeline.cli import main
 
-    chosen = open_program("auto", None, np.dtype(np.float32)).device
+    chosen = opencl_device()
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert f'device = "auto" picks: {chosen.name.strip()}\n' in out
