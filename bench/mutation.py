@@ -34,6 +34,7 @@ MODULES: dict[str, list[str]] = {
     "stages/sinks/http_post.py": [
         "tests/stages/sinks/test_http_post.py", "tests/stages/sinks/test_webhook.py"
     ],
+    "pipeline/shard_stats.py": ["tests/pipeline/test_shards.py"],
     "pipeline/urls.py": ["tests/pipeline/test_masking.py"],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
