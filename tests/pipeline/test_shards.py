@@ -122,6 +122,36 @@ def test_shards_at_work_one_after_another_do_not_add_their_rates() -> None:
     assert total["fps"] == pytest.approx(1100 / 25) and total["active_s"] == [90.0, 115.0]
 
 
+def idle_det() -> dict:
+    return {"type": "infer", "frames": 0, "calls": 0, "fps": None, "active_s": None}
+
+
+def test_a_shard_that_did_nothing_neither_spans_nor_rates() -> None:
+    total: dict = {}
+    add_stage(total, idle_det())
+    add_stage(total, idle_det())
+    assert total["fps"] is None and total["active_s"] is None, "no work has no rate"
+    add_stage(total, shard_det(100, 10.0, 10.5))  # half a second of work after two idle ones
+    assert total["fps"] == 200.0 and total["active_s"] == [10.0, 10.5]
+
+
+def test_a_span_of_no_length_has_no_rate() -> None:
+    total: dict = {}
+    for _ in range(2):
+        add_stage(total, {**shard_det(1, 5.0, 6.0), "active_s": [5.0, 5.0]})
+    assert total["fps"] is None and total["active_s"] == [5.0, 5.0]
+
+
+def test_a_shard_without_a_span_makes_the_rates_add_up_as_before() -> None:
+    # A child of an older build, with frames and no active_s: the sum, as if side by side.
+    total: dict = {}
+    add_stage(total, {**shard_det(500, 0.0, 10.0), "fps": 50.123})
+    add_stage(total, {"type": "infer", "frames": 300, "calls": 3, "fps": 70.0011})
+    assert total["fps"] == 120.12 and total["active_s"] is None
+    add_stage(total, shard_det(100, 0.0, 1.0))
+    assert total["fps"] == 220.12, "a dated shard after an undated one is summed too"
+
+
 def test_stage_stats_add_up_over_shards() -> None:
     total: dict = {}
     add_stage(total, {"type": "infer", "frames": 100, "calls": 10, "fps": 50.0,
