@@ -133,6 +133,8 @@ def test_a_shard_that_did_nothing_neither_spans_nor_rates() -> None:
     assert total["fps"] is None and total["active_s"] is None, "no work has no rate"
     add_stage(total, shard_det(100, 10.0, 10.5))  # half a second of work after two idle ones
     assert total["fps"] == 200.0 and total["active_s"] == [10.0, 10.5]
+    add_stage(total, shard_det(100, 2.0, 12.0))  # early in the clock: a span is end - start
+    assert total["fps"] == 20.0 and total["active_s"] == [2.0, 12.0]
 
 
 def test_a_span_of_no_length_has_no_rate() -> None:
