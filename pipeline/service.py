@@ -70,7 +70,9 @@ class Streams:
         self.graph = graph
         self.hub = hub
         self.settings = graph.spec.serve
-        self._lock = threading.Lock()  # one add or remove at a time
+        self._lock = threading.Lock()  # one change of the streams at a time
+        # Stream ids being added, their input opening -> the shard they go to (0: this one).
+        self._opening: dict[str, int] = {}
         self.added: dict[str, dict[str, Any]] = {}
         self.template, self.template_problem = template_of(self.settings.template, graph.sources)
 
@@ -240,12 +242,20 @@ class Service(Streams):
     # -- adding and removing -------------------------------------------------------------
 
     def add(self, body: Any) -> dict[str, Any]:
+        # Opened outside the lock: one input that takes long to open (a FIFO nobody writes)
+        # must not hold up the other adds and removes. Its id is held meanwhile.
         with self._lock:
-            spec = self.checked(body, self.nodes)
-            try:
-                self.runner.add_source(spec.name, spec, like=str(self.template))
-            except (ConfigError, PipelineError) as exc:
-                raise StreamError(422, str(exc)) from None
+            spec = self.checked(body, {*self.nodes, *self._opening})
+            self._opening[spec.name] = 0
+        try:
+            timeout_s = getattr(spec.config, "open_timeout_s", None)
+            self.runner.add_source(spec.name, spec, str(self.template), timeout_s)
+        except (ConfigError, PipelineError) as exc:
+            raise StreamError(422, str(exc)) from None
+        finally:
+            with self._lock:
+                del self._opening[spec.name]
+        with self._lock:
             self.nodes[spec.name] = spec.name
             self.added[spec.name] = added_entry(body)
         return self.describe(spec.name)
@@ -253,6 +263,8 @@ class Service(Streams):
     def remove(self, stream_id: str) -> dict[str, Any]:
         with self._lock:
             node_name = self.nodes.get(stream_id)
+            if node_name is None and stream_id in self._opening:
+                raise StreamError(409, f"stream '{stream_id}' is still opening")
             if node_name is None:
                 raise StreamError(404, f"no stream '{stream_id}'")
             if not self.runner.remove_source(node_name, self._like(node_name), REMOVE_TIMEOUT_S):

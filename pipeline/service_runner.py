@@ -14,7 +14,9 @@ import threading
 import time
 from typing import Any, cast
 
+from vapipe.pipeline import lingering
 from vapipe.pipeline.config import NodeSpec
+from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.metrics import StageMetrics
@@ -25,6 +27,8 @@ from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger(__name__)
+
+OPEN_TIMEOUT_S = 10.0  # for a source whose config has no open_timeout_s
 
 
 class ServiceRunner(Runner):
@@ -117,9 +121,12 @@ class ServiceRunner(Runner):
             if isinstance(node.stage, SourceStage)
         ]
 
-    def add_source(self, name: str, spec: NodeSpec, like: str) -> Node:
+    def add_source(
+        self, name: str, spec: NodeSpec, like: str, open_timeout_s: float | None = None
+    ) -> Node:
         """Open and start source node ``name`` (``spec``), linked as node ``like`` is. Raises
-        what its open raises, before anything of it joins the graph."""
+        what its open raises, before anything of it joins the graph; an open that takes
+        longer than ``open_timeout_s`` is abandoned (PipelineError)."""
         if self.stop_requested.is_set():
             raise RuntimeError("the service is stopping")
         stage = self._make_stage(name, spec)
@@ -133,7 +140,7 @@ class ServiceRunner(Runner):
             source_ids=source_ids,
         )
         opening = time.monotonic()
-        stage.open(context)
+        open_within(stage, context, open_timeout_s or OPEN_TIMEOUT_S)
         node.open_s = time.monotonic() - opening
         for edge in self.graph.edges:
             if edge.src == like:
@@ -175,6 +182,38 @@ class ServiceRunner(Runner):
             with self._nodes_lock:
                 self._nodes.pop(name, None)
         return done
+
+
+def open_within(stage: Any, context: StageContext, timeout_s: float) -> None:
+    """``stage.open(context)``, given up after ``timeout_s``. A local path can block in the
+    kernel's open() with no timeout of FFmpeg's to end it (a FIFO nobody writes, a hung
+    mount): the abandoned open goes on in its thread and closes what it opened if it ever
+    comes back."""
+    done = threading.Event()
+    outcome: list[BaseException] = []
+    abandoned = threading.Event()
+
+    def attempt() -> None:
+        try:
+            stage.open(context)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+        done.set()
+        if abandoned.is_set() and not outcome:
+            with contextlib.suppress(Exception):
+                stage.close()
+
+    name = f"open {stage.name}"
+    lingering.watch(threading.Thread(target=attempt, name=name, daemon=True)).start()
+    if not done.wait(timeout_s):
+        abandoned.set()
+        if not done.is_set():
+            uri = mask_credentials(str(getattr(stage.config, "uri", stage.name)))
+            raise PipelineError(
+                f"cannot open {uri}: no answer within {timeout_s:g} s (open_timeout_s)"
+            )
+    if outcome:
+        raise outcome[0]
 
 
 def source_id_of_node(node: Node) -> str:

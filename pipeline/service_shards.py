@@ -243,13 +243,21 @@ class ShardedService(Streams):
     # -- adding and removing -------------------------------------------------------------
 
     def add(self, body: Any) -> dict[str, Any]:
+        # The shard opens the input outside this lock (see Service.add): meanwhile the id
+        # is held, and the shard it goes to counts it in its load.
         with self._lock:
-            spec = self.checked(body, self.where)
-            load = Counter(self.where.values())
+            spec = self.checked(body, {*self.where, *self._opening})
+            load = Counter([*self.where.values(), *self._opening.values()])
             up = [i for i, control in self.runner.controls.items() if control.hello.is_set()]
             index = min((load[i], i) for i in up or [slot.index for slot in self.runner.slots])[1]
-            entry = added_entry(body)
+            self._opening[spec.name] = index
+        entry = added_entry(body)
+        try:
             described = self.runner.controls[index].call("add", entry, timeout=ADD_S)
+        finally:
+            with self._lock:
+                del self._opening[spec.name]
+        with self._lock:
             self.where[spec.name] = index
             self.added[spec.name] = entry
             self.runner.slots[index].added[spec.name] = entry
@@ -258,6 +266,8 @@ class ShardedService(Streams):
 
     def remove(self, stream_id: str) -> dict[str, Any]:
         with self._lock:
+            if stream_id in self._opening:
+                raise StreamError(409, f"stream '{stream_id}' is still opening")
             control = self._shard_of(stream_id)
             removed = control.call("remove", stream_id, timeout=REMOVE_TIMEOUT_S + ANSWER_S)
             del self.where[stream_id]

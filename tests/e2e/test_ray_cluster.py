@@ -173,8 +173,11 @@ def test_a_camera_on_a_lost_node_moves_reconnects_and_keeps_its_time(tmp_path: P
         run.process.send_signal(2)
         assert run.finish(120) == 130, "\n".join(run.lines[-30:])
     events = read_events(events_path)
-    down = next(e for e in events if e["event"] == "source_down" and e["source_id"] == "b")
-    assert "node lost" in down["reason"], down
+    # The shard's down, not one of the camera's own: on a loaded machine the RTSP stream can
+    # stall past the source's 5 s watchdog too ("no frame for 5.0 s").
+    downs = [e for e in events if e["event"] == "source_down" and e["source_id"] == "b"]
+    by_shard = [e for e in downs if "shard" in e["reason"]]
+    assert by_shard and "node lost" in by_shard[0]["reason"], downs
     seen = frames(events, "b")
     seqs = [e["seq"] for e in seen]
     assert seqs == sorted(set(seqs)), "seq went back after the move"
