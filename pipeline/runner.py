@@ -39,6 +39,8 @@ from vapipe.pipeline.stage import BatchStage, SourceStage, Stage, StageContext
 
 log = logging.getLogger(__name__)
 
+ABORT_WAIT_S = 5.0  # after the drain timeout, for the aborted stages to end, all together
+
 
 class Runner:
     """Runs one graph to the end. ``run`` returns an exit code; it never raises for stage errors."""
@@ -120,7 +122,8 @@ class Runner:
             for link in (node.inbox.links if node.inbox else ())
         }
         wall = self._wall_s or (time.monotonic() - self._started_at)
-        opening = [node.open_s for node in self.nodes().values() if node.open_s is not None]
+        # Summed as each stage reports it (to the millisecond), so that the parts add up.
+        opening = [round(n.open_s, 3) for n in self.nodes().values() if n.open_s is not None]
         return {
             "pipeline": self.graph.spec.settings.name or os.path.basename(self.graph.spec.file),
             "config": self.graph.spec.file,
@@ -369,12 +372,21 @@ class Runner:
             if self.stop_requested.is_set() and deadline is None:
                 deadline = time.monotonic() + drain_s
             if deadline is not None and time.monotonic() > deadline:
-                log.warning("stages did not drain within %.0f s; aborting queues", drain_s)
+                stuck = [n for n in self.nodes().values() if not n.finished.is_set()]
+                log.warning(
+                    "stages did not drain within %.0f s (%s); aborting queues",
+                    drain_s,
+                    ", ".join(n.stage.name for n in stuck),
+                )
+                lingering.log_stacks([thread for node in stuck for thread in node.threads])
                 for node in self.nodes().values():
                     if node.inbox:
                         node.inbox.abort()
-                for node in self.nodes().values():
-                    node.finished.wait(5.0)
+                # One bound for all (not one per stage): a shard's parent waits only
+                # drain_timeout_s and a little more before it kills the shard.
+                abort_deadline = time.monotonic() + ABORT_WAIT_S
+                for node in stuck:
+                    node.finished.wait(max(0.0, abort_deadline - time.monotonic()))
                 break
             time.sleep(0.05)
         self._wall_s = time.monotonic() - self._started_at
@@ -396,3 +408,4 @@ class Runner:
         self.interrupted = True
         again = " (again to exit at once)" if exit_on_repeat else ""
         self.request_stop(f"{signal.Signals(signum).name}{again}")
+

@@ -174,11 +174,7 @@ type = "test-collect"
     assert result.seqs("sink") == list(range(len(sink.items))), "drain lost items"
 
 
-def test_drain_timeout_aborts_a_drain_that_would_take_too_long() -> None:
-    # 40 items queued before a sink that takes 0.2 s each: a full drain needs 8 s; the
-    # 0.3 s drain timeout must abort the queues and drop the rest instead.
-    result = run(
-        """\
+SLOW_SINK = """\
 links = ["src ! sink"]
 [pipeline]
 drain_timeout_s = 0.3
@@ -187,17 +183,35 @@ type = "test-count"
 count = 100000
 [nodes.sink]
 type = "test-collect"
-delay_s = 0.2
-[queues."src ! sink"]
-size = 40
-""",
-        on_started=stop_after(1),
-    )
+delay_s = {delay_s}
+"""
+
+
+def test_drain_timeout_aborts_a_drain_that_would_take_too_long() -> None:
+    # 40 items queued before a sink that takes 0.2 s each: a full drain needs 8 s; the
+    # 0.3 s drain timeout must abort the queues and drop the rest instead.
+    result = run(SLOW_SINK.format(delay_s=0.2) + '[queues."src ! sink"]\nsize = 40\n',
+                 on_started=stop_after(1))  # fmt: skip
     assert result.exit_code == 130
     handled = len(result.collect("sink").items)
     # The first item, and fewer than the 40 queued behind it: aborted, not drained.
     assert handled < 41, f"{handled} items: the queue was drained, not aborted"
     assert result.collect("sink").closed
+
+
+def test_a_drain_timeout_names_the_stage_that_did_not_drain_and_where_it_was(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A sink that holds each item 2 s: at the 0.3 s timeout it is inside process() (and the
+    # source waits on the full queue before it), and the log says so, with the line each is
+    # at (what a hung shard's log needs to show).
+    with caplog.at_level("WARNING", logger="vapipe.pipeline.runner"):
+        result = run(SLOW_SINK.format(delay_s=2.0), on_started=stop_after(1))
+    assert result.exit_code == 130
+    lines = [record.getMessage() for record in caplog.records]
+    assert "stages did not drain within 0 s (src, sink); aborting queues" in lines, lines
+    stack = next(line for line in lines if line.startswith("thread sink"))
+    assert "stubs.py" in stack and "in process\n    time.sleep(delay)" in stack, stack
 
 
 @pytest.mark.parametrize("where", ["flush", "close"])
