@@ -16,7 +16,7 @@ from vapipe.pipeline.graph import Graph, build, source_id_of
 from vapipe.pipeline.prom import snapshot
 from vapipe.pipeline.service_runner import ServiceRunner
 from vapipe.pipeline.stage import Stage
-from vapipe.pipeline.urls import mask_credentials, register_secrets_in
+from vapipe.pipeline.urls import mask_also, mask_credentials, register_secrets_in, secrets_in
 from vapipe.pipeline.validation import validate
 from vapipe.stages.sinks.tap import ServiceTap, render
 
@@ -74,13 +74,26 @@ class Streams:
         # Stream ids being added, their input opening -> the shard they go to (0: this one).
         self._opening: dict[str, int] = {}
         self.added: dict[str, dict[str, Any]] = {}
+        # The source nodes of the streams added (and those being added): every new stream is
+        # checked against them too.
+        self.specs: dict[str, NodeSpec] = {}
         self.template, self.template_problem = template_of(self.settings.template, graph.sources)
 
     def checked(self, body: Any, taken: Collection[str]) -> NodeSpec:
-        """The new stream's source node, from a POST body (``taken``: the stream ids in use)."""
+        """The new stream's source node, from a POST body (``taken``: the stream ids in use).
+        The body's secrets are masked from now on only once it is accepted: a refused one is
+        masked in its own error and forgotten (bodies full of secrets cannot grow the set)."""
+        try:
+            spec = self._checked(body, taken)
+        except StreamError as exc:
+            exc.message = mask_also(exc.message, secrets_in(body))
+            raise
+        register_secrets_in(body)
+        return spec
+
+    def _checked(self, body: Any, taken: Collection[str]) -> NodeSpec:
         if not isinstance(body, dict):
             raise StreamError(400, 'expected a JSON object: {"id": ..., "uri": ...}')
-        register_secrets_in(body)
         unknown = sorted(set(body) - {"id", "uri", "options"})
         if unknown:
             raise StreamError(422, f"unknown key '{unknown[0]}'; valid keys: id, uri, options")
@@ -110,7 +123,26 @@ class Streams:
             )
         except ConfigError as exc:
             raise StreamError(422, str(exc)) from None
-        return NodeSpec(stream_id, template.stage_cls, config, None)
+        spec = NodeSpec(stream_id, template.stage_cls, config, None)
+        self._check_in_graph(spec)
+        return spec
+
+    def _check_in_graph(self, new: NodeSpec) -> None:
+        """The graph as it would run with ``new`` (and every stream added before it) is
+        checked as a config is: an input that is an output, an output that would destroy an
+        input, one file that several streams would write (409, in the config's words)."""
+        spec = self.graph.spec
+        nodes = {**spec.nodes, **self.specs, new.name: new}
+        links = list(spec.links)
+        for added in [*self.specs, new.name]:  # linked as the template, to its first hop
+            for chain in spec.links:
+                names = [part.strip() for part in chain.split("!")]
+                if names[0] == self.template and len(names) > 1:
+                    links.append(f"{added} ! {names[1]}")
+        try:
+            build(dataclasses.replace(spec, nodes=nodes, links=links))
+        except ConfigError as exc:
+            raise StreamError(409, str(exc)) from None
 
     def _like(self, node_name: str) -> str:
         """The config node a stream's source is linked as: itself, or the template it copies."""
@@ -247,10 +279,13 @@ class Service(Streams):
         with self._lock:
             spec = self.checked(body, {*self.nodes, *self._opening})
             self._opening[spec.name] = 0
+            self.specs[spec.name] = spec
         try:
             timeout_s = getattr(spec.config, "open_timeout_s", None)
             self.runner.add_source(spec.name, spec, str(self.template), timeout_s)
         except (ConfigError, PipelineError) as exc:
+            with self._lock:
+                del self.specs[spec.name]
             raise StreamError(422, str(exc)) from None
         finally:
             with self._lock:
@@ -271,6 +306,7 @@ class Service(Streams):
                 raise StreamError(504, f"stream '{stream_id}' did not stop within 60 s")
             del self.nodes[stream_id]
             self.added.pop(stream_id, None)
+            self.specs.pop(stream_id, None)
         return {"id": stream_id, "state": "removed"}
 
     def _analytics(self, stream_id: str) -> Any:

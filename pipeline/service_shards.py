@@ -251,9 +251,14 @@ class ShardedService(Streams):
             up = [i for i, control in self.runner.controls.items() if control.hello.is_set()]
             index = min((load[i], i) for i in up or [slot.index for slot in self.runner.slots])[1]
             self._opening[spec.name] = index
+            self.specs[spec.name] = spec
         entry = added_entry(body)
         try:
             described = self.runner.controls[index].call("add", entry, timeout=ADD_S)
+        except BaseException:
+            with self._lock:
+                del self.specs[spec.name]
+            raise
         finally:
             with self._lock:
                 del self._opening[spec.name]
@@ -272,6 +277,7 @@ class ShardedService(Streams):
             removed = control.call("remove", stream_id, timeout=REMOVE_TIMEOUT_S + ANSWER_S)
             del self.where[stream_id]
             self.added.pop(stream_id, None)
+            self.specs.pop(stream_id, None)
             self.runner.slots[control.index].added.pop(stream_id, None)
             self.runner.edits.pop(stream_id, None)
             self._last.pop(stream_id, None)

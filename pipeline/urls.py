@@ -105,33 +105,52 @@ def mask_credentials(text: str) -> str:
 
 def register_secret(value: str) -> None:
     """Mask ``value`` (and its percent-encoded and -decoded forms) from now on."""
+    _register_all([value])
+
+
+def _forms(value: str) -> set[str]:
     forms = {value, unquote(value), quote(value, safe=""), quote(unquote(value), safe="")}
-    with _lock:
-        _secrets.update(form for form in forms if len(form) >= _MIN_SECRET)
+    return {form for form in forms if len(form) >= _MIN_SECRET}
 
 
-def register_secrets_in(value: Any, key: str = "", secret: bool = False) -> None:
+def register_secrets_in(value: Any) -> None:
+    """Mask every secret ``value`` (a raw config, a request body) holds from now on."""
+    _register_all(secrets_in(value))
+
+
+def secrets_in(value: Any, key: str = "", secret: bool = False) -> set[str]:
     """Every secret a raw config holds: URL user-info anywhere, secret-looking query values
     of URLs (``?token=...``), and everything under a password-like key or ``headers``,
     whatever its shape (a table where a string belongs is still a secret)."""
+    found: set[str] = set()
     secret = secret or key.lower() in _SECRET_KEYS or key == "headers"
     if isinstance(value, dict):
         for name, item in value.items():
-            register_secrets_in(item, str(name), secret)
+            found |= secrets_in(item, str(name), secret)
     elif isinstance(value, list):
         for item in value:
-            register_secrets_in(item, key, secret)
+            found |= secrets_in(item, key, secret)
     elif isinstance(value, str):
         if secret:
-            register_secret(value)
+            found.add(value)
         if "//" in value:
             for userinfo in _userinfos(value):
-                register_secret(userinfo)
+                found.add(userinfo)
                 _, _, password = userinfo.partition(":")
                 if password:
-                    register_secret(password)
+                    found.add(password)
         if "?" in value:
-            _register_all(_secret_query_values(value))
+            found.update(_secret_query_values(value))
+    return found
+
+
+def mask_also(text: str, secrets: Iterable[str]) -> str:
+    """``mask_credentials``, and ``secrets`` masked too without registering them (those of a
+    request that was refused: the process keeps no memory of them)."""
+    text = mask_credentials(text)
+    for secret in sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _secret_query_values(text: str) -> list[str]:
@@ -146,5 +165,6 @@ def _secret_query_values(text: str) -> list[str]:
 
 
 def _register_all(values: Iterable[str]) -> None:
-    for value in values:
-        register_secret(value)
+    forms = {form for value in values for form in _forms(value)}
+    with _lock:
+        _secrets.update(forms)

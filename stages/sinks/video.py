@@ -102,6 +102,18 @@ class VideoSink(PathSink):
     config: VideoConfig
 
     @classmethod
+    def check_for_sources(cls, config: VideoConfig, source_ids: Sequence[str]) -> None:
+        """One video file cannot hold several sources: said before the run, not at the second
+        source's first frame (a service's added stream gets it at its POST)."""
+        pictures = Path(config.path).suffix.lower() in IMAGE_SUFFIXES
+        if len(set(source_ids)) > 1 and "{source_id}" not in config.path and not pictures:
+            raise ConfigError(
+                f"{len(set(source_ids))} sources would write to {config.path}: "
+                "put {source_id} in path (e.g. out/{source_id}.mp4)",
+                key="path",
+            )
+
+    @classmethod
     def files_written(cls, config: VideoConfig, source_ids: Sequence[str]) -> list[str | Names]:
         """The files, their ``.partial`` names while written, every segment and picture."""
         if Path(config.path).suffix.lower() in IMAGE_SUFFIXES:

@@ -97,12 +97,13 @@ def test_several_sources_need_source_id_in_the_video_path(tmp_path: Path) -> Non
     config = tmp_path / "two.toml"
     config.write_text(TWO_INTO_ONE.format(clip=clip, path="out/all.mp4"))
     result = cli(str(config), cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "error: stage 'video' (source '"
-    ) and result.stderr.strip().endswith(
-        "several sources write to out/all.mp4: put {source_id} in path"
+    # A config error before anything opens: no half-written output, no decoded frame wasted.
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {config}:17: node 'video' key 'path': 2 sources would write to out/all.mp4: "
+        "put {source_id} in path (e.g. out/{source_id}.mp4)"
     )
+    assert not (tmp_path / "out").exists()
     config.write_text(TWO_INTO_ONE.format(clip=clip, path="out/{source_id}.mp4"))
     result = cli(str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
