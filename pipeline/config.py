@@ -104,6 +104,16 @@ class ServeSettings(BaseModel):
     """Width of previews and snapshots, in pixels (the height follows)."""
     events_buffer: int = Field(1000, ge=1, le=1_000_000)
     """Events waiting for one live-events client; a slower client loses the oldest."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Names a request's ``Host`` may give besides loopback ones and the address served
+    on (a page on another site that rebinds its name to this machine gives its own); ``"*"``
+    takes any."""
+    cors_origins: list[str] = Field(default_factory=list)
+    """Origins (``https://dash.example``) whose pages may call the API: they get CORS
+    headers and may change streams. Default: none, only the service's own page."""
+    media_roots: list[str] | None = None
+    """Folders whose files a stream added over HTTP may read. Default: the working
+    directory and the sample media folders (``VAPIPE_ASSETS``, ``assets/``, the cache)."""
 
 
 class QueueSettings(BaseModel):

@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from vapipe.pipeline.config import ServeSettings
 from vapipe.pipeline.event_hub import Subscriber
 from vapipe.pipeline.prom import ServiceCollector
 from vapipe.pipeline.service import StreamError, Streams
@@ -53,23 +57,86 @@ def is_public(path: str) -> bool:
     return path == "/healthz" or path in PAGE_FILES
 
 
-class Guard(BaseHTTPMiddleware):
-    """The token, the body limit, and one line instead of a traceback."""
+STATE_CHANGING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
-    def __init__(self, app: Any, token: str | None) -> None:
+
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header: ``[::1]:8080`` -> ``::1``, ``cam.lan:80`` -> ``cam.lan``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def is_loopback_name(name: str) -> bool:
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard(BaseHTTPMiddleware):
+    """What a request must be before it reaches the service: the token; a ``Host`` that names
+    this service (a DNS-rebinding page names its own); for a change, no other site's
+    ``Origin`` and a JSON body (a plain HTML form or a "simple" cross-site fetch can send
+    neither); the body limit; and one line instead of a traceback."""
+
+    def __init__(self, app: Any, token: str | None, host: str, settings: ServeSettings) -> None:
         super().__init__(app)
         self.token = token
+        self.bound = host_name(host)
+        self.allowed_hosts = {name.lower() for name in settings.allowed_hosts}
+        self.origins = set(settings.cors_origins)
 
-    async def dispatch(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
+    def refusal(self, request: Request) -> JSONResponse | None:
+        name = host_name(request.headers.get("host", ""))
+        if not self.host_allowed(name):
+            return error(
+                421, f"Host '{name}' is not this service's: add it to [serve] allowed_hosts"
+            )
         if self.token is not None and not is_public(request.url.path):
             given = request.headers.get("authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
                 return error(401, "unauthorized")
+        if request.method not in STATE_CHANGING:
+            return None
+        origin = request.headers.get("origin")
+        site = request.headers.get("sec-fetch-site", "")
+        same = origin is not None and urlsplit(origin).netloc == request.headers.get("host")
+        if origin not in self.origins and (
+            (origin is not None and not same) or site in ("cross-site", "same-site")
+        ):
+            return error(
+                403,
+                f"cross-site request refused: Origin {origin or site} "
+                "(add the page's origin to [serve] cors_origins)",
+            )
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
             return error(413, f"request body over {MAX_BODY} bytes")
+        has_body = (length is not None and length != "0") or "transfer-encoding" in request.headers
+        if has_body:
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                return error(415, f"expected Content-Type: application/json, got '{kind}'")
+        return None
+
+    def host_allowed(self, name: str) -> bool:
+        if "*" in self.allowed_hosts or name in self.allowed_hosts or is_loopback_name(name):
+            return True
+        # Listening on every address: reached by any of the machine's names (a token is
+        # required there, which no rebinding page has).
+        return self.bound in WILDCARDS or name == self.bound
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
         try:
             return await call_next(request)
         except Exception as exc:
@@ -91,9 +158,12 @@ async def json_body(request: Request) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise StreamError(400, f"the body is not JSON: {exc}") from None
+    except RecursionError:
+        raise StreamError(400, "the body is not JSON this service reads: nested too deep") from None
 
 
-def make_app(service: Streams, token: str | None = None) -> Starlette:
+def make_app(service: Streams, token: str | None = None, host: str = "127.0.0.1") -> Starlette:
+    """The app of ``service``, which listens on ``host`` (its Host header check)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(ServiceCollector(service))
     settings = service.settings
@@ -233,8 +303,19 @@ def make_app(service: Streams, token: str | None = None) -> Starlette:
         Route("/streams/{id}/snapshot.jpg", snapshot),
         Route("/streams/{id}/mjpeg", mjpeg),
     ]
+    middleware = [Middleware(Guard, token=token, host=host, settings=settings)]
+    if settings.cors_origins:  # outermost: it answers the preflights, which carry no token
+        middleware.insert(
+            0,
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.cors_origins,
+                allow_methods=["GET", "POST", "PUT", "DELETE"],
+                allow_headers=["Authorization", "Content-Type"],
+            ),
+        )
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, token=token)],
+        middleware=middleware,
         exception_handlers={StreamError: stream_error, 404: not_found, 405: not_allowed},
     )

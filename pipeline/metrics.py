@@ -92,6 +92,13 @@ class StageMetrics:
                     _append_bounded(samples, [now - captured])
                     self.latency.setdefault(item.source_id, Histogram()).observe(now - captured)
 
+    def forget(self, source_id: str) -> None:
+        """A source that left a running service: its series leave ``/metrics`` (a service
+        that adds and removes streams for months must not grow with them)."""
+        with self._lock:
+            self.latency.pop(source_id, None)
+            self._latency_s.pop(source_id, None)
+
     def summary(self) -> dict[str, Any]:
         with self._lock:
             times = np.frombuffer(self._per_item_s, dtype=np.float64) if self._per_item_s else None

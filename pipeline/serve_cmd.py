@@ -53,7 +53,12 @@ def read_token(path: str | None) -> str | None:
         if not token:
             raise ConfigError(f"--token-file {path} is empty")
         return token
-    return os.environ.get("VAPIPE_TOKEN") or None
+    value = os.environ.get("VAPIPE_TOKEN")
+    if value is None or value == "":
+        return None
+    if not value.strip():
+        raise ConfigError("VAPIPE_TOKEN is blank: set a token, or unset it")
+    return value.strip()
 
 
 def is_loopback(host: str) -> bool:
@@ -128,7 +133,10 @@ def serve_main(argv: list[str]) -> int:
 
     server = uvicorn.Server(
         uvicorn.Config(
-            make_app(service, token), log_level="warning", lifespan="off", access_log=False
+            make_app(service, token, args.host),
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
         )
     )
     host, port = sock.getsockname()[:2]

@@ -9,10 +9,11 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
+from vapipe.pipeline import media_roots
 from vapipe.pipeline.config import ConfigSpec, NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.event_hub import EventHub
-from vapipe.pipeline.graph import Graph, build, source_id_of
+from vapipe.pipeline.graph import Graph, build, source_id_of, source_type
 from vapipe.pipeline.prom import snapshot
 from vapipe.pipeline.service_runner import ServiceRunner
 from vapipe.pipeline.stage import Stage
@@ -123,6 +124,13 @@ class Streams:
             )
         except ConfigError as exc:
             raise StreamError(422, str(exc)) from None
+        try:
+            files = source_type(template).files_read(config)
+        except ConfigError as exc:
+            raise StreamError(422, str(exc)) from None
+        refused = media_roots.refusal(uri, files, self.settings.media_roots)
+        if refused is not None:
+            raise StreamError(403, refused)
         spec = NodeSpec(stream_id, template.stage_cls, config, None)
         self._check_in_graph(spec)
         return spec

@@ -181,6 +181,12 @@ class ServiceRunner(Runner):
         if stopped:
             with self._nodes_lock:
                 self._nodes.pop(name, None)
+        if done:
+            for other in self.nodes().values():
+                other.metrics.forget(source_id)
+                for link in other.inbox.links if other.inbox is not None else ():
+                    if link.stats.dropped_by_source is not None:
+                        link.stats.dropped_by_source.pop(source_id, None)
         return done
 
 

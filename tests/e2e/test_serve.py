@@ -77,7 +77,10 @@ def test_bad_requests_get_one_line_and_never_a_secret(tmp_path: Path) -> None:
             assert "\n" not in message and "Traceback" not in message
             assert words in message, message
 
-        refused(400, content=b"{not json", words="not JSON")
+        refused(400, content=b"{not json", words="not JSON",
+                headers={"Content-Type": "application/json"})  # fmt: skip
+        refused(415, content=b'{"id": "c"}', words="expected Content-Type: application/json",
+                headers={"Content-Type": "text/plain"})  # fmt: skip
         refused(400, ["a", "list"], words="expected a JSON object")
         refused(400, {"id": "bad id!", "uri": str(people)}, words="id:")
         refused(409, {"id": "cam", "uri": str(people)}, words="exists already")
@@ -215,6 +218,15 @@ def test_listening_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     assert "needs a token" in line and "--token-file" in line
 
 
+def test_a_blank_token_is_refused_at_start(tmp_path: Path) -> None:
+    blank = {**os.environ, "VAPIPE_TOKEN": " \t"}
+    result = cli("serve", str(FILE_CONFIG), "--port", "0", cwd=tmp_path, env=blank)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: VAPIPE_TOKEN is blank: set a token, or unset it"
+    ]
+
+
 def test_other_streams_never_pause_while_streams_come_and_go(tmp_path: Path) -> None:
     # Streams at a camera's pace, as in a service: the queues are not kept full, so a gap
     # is the service pausing, not a removed stream's queued frames going first (unpaced
@@ -270,6 +282,9 @@ def test_a_hundred_streams_added_and_removed_leave_nothing_behind(tmp_path: Path
         cycles(10, 100)
         threads_after, fds_after, rss_after = process_use(served.process.pid)
         assert [s["id"] for s in http.get("/api/streams").json()] == ["cam"]
+        # Nor a series in /metrics: a removed stream's latency leaves with it.
+        metrics = http.get("/metrics").text
+        assert 'source="cam"' in metrics and 'source="s' not in metrics
     print(f"after 10 streams: {threads} threads, {fds} fds, {rss} kB; after 100: "
           f"{threads_after}, {fds_after}, {rss_after} kB")  # fmt: skip
     # Bounds: no thread or descriptor per stream kept; memory within 32 MB over 90 streams,

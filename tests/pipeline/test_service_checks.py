@@ -100,3 +100,37 @@ def test_one_fixed_video_path_refuses_a_second_stream(
         "node 'sink' key 'path': 2 sources would write to out/all.mp4: put {source_id} in path "
         "(e.g. out/{source_id}.mp4)"
     )
+
+
+def test_local_inputs_only_under_the_media_roots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    monkeypatch.chdir(served)
+    (served / "clip.mp4").write_bytes(b"")
+    elsewhere = tmp_path / "private"
+    elsewhere.mkdir()
+    (elsewhere / "dog.jpg").write_bytes(b"")
+    (served / "link.jpg").symlink_to(elsewhere / "dog.jpg")
+    service = streams(served)
+    assert service.checked({"id": "a", "uri": "clip.mp4"}, set()).name == "a"
+    assert service.checked({"id": "b", "uri": "rtsp://cam.lan/s"}, set()).name == "b"
+    for uri in (str(elsewhere / "dog.jpg"), "link.jpg", "../private/dog.jpg", str(elsewhere)):
+        with pytest.raises(StreamError) as refused:
+            service.checked({"id": "c", "uri": uri}, set())
+        assert refused.value.status == 403, uri
+        assert refused.value.message.startswith(
+            f"uri: {elsewhere / 'dog.jpg'} is outside the media roots ({served}"
+        ), refused.value.message
+    # FFmpeg's other ways to read local files are not inputs a stream may use.
+    for uri in (f"concat:{elsewhere}/dog.jpg|clip.mp4", f"file:{elsewhere}/dog.jpg"):
+        with pytest.raises(StreamError) as by_protocol:
+            service.checked({"id": "c", "uri": uri}, set())
+        assert by_protocol.value.status == 403
+        assert "is not an input a stream may use" in by_protocol.value.message
+    # Configured roots replace the default.
+    service.settings = service.settings.model_copy(update={"media_roots": [str(elsewhere)]})
+    assert service.checked({"id": "c", "uri": str(elsewhere / "dog.jpg")}, set()).name == "c"
+    with pytest.raises(StreamError):
+        service.checked({"id": "d", "uri": "clip.mp4"}, set())
