@@ -3,18 +3,44 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.urls import mask_credentials
 from vapipe.pipeline.validation import find_line, suggest
+
+SECRET_WORDS = (
+    "password", "passwd", "pass", "pwd", "token", "secret", "key", "auth", "authorization",
+    "credential", "credentials", "headers", "header", "cookie",
+)  # fmt: skip
+
+
+# Keys of the stages that are a letter or two from a secret word, and name none.
+PLAIN_WORDS = frozenset({"path", "thread", "threads", "shards", "batch", "segment", "read", "open", "match"})
+
+
+def secret_looking(path: str) -> bool:
+    """Whether a --set's NODE.KEY could name a secret, typos included (``mqtt.pasword``,
+    ``hok.headers``): its value is then never shown."""
+    words = [word for word in re.split(r"[^a-z]+", path.lower()) if word]
+    return any(
+        any(secret in word for secret in SECRET_WORDS)
+        or (word not in PLAIN_WORDS and difflib.get_close_matches(word, SECRET_WORDS, 1, 0.6))
+        for word in words
+    )
 
 
 def shown(override: str, limit: int = 80) -> str:
-    """An override as an error line shows it: one line, cut to ``limit`` characters."""
-    text = override.replace("\n", "\\n").replace("\r", "\\r")
+    """An override as an error line shows it: one line, cut to ``limit`` characters, its
+    value masked where the key could name a secret."""
+    path, sep, _ = override.partition("=")
+    if sep and secret_looking(path):
+        override = f"{path}=***"
+    text = mask_credentials(override.replace("\n", "\\n").replace("\r", "\\r"))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -129,6 +129,29 @@ def test_set_overrides_take_toml_values_and_bare_words_as_strings() -> None:
         config.parse(GOOD, "p.toml", ["count"])
 
 
+@pytest.mark.parametrize(
+    "override",
+    ["mqt.password=S3cr3t-99", "src.pasword=S3cr3t-99", "src.passwrd=S3cr3t-99",
+     "hok.headers={Authorization='Bearer S3cr3t-99'}", "src.api_kee=S3cr3t-99",
+     "src.Token=S3cr3t-99", "src.uri=rtsp://admin:S3cr3t-99@cam/s x", "src.count.x=S3cr3t-99\n"],
+)  # fmt: skip
+def test_a_set_that_is_wrong_never_shows_a_secret_whatever_the_typo(override: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        config.parse(GOOD, "p.toml", [override])
+    assert "S3cr3t-99" not in str(refused.value) and "***" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_set_that_names_no_secret_shows_its_value() -> None:
+    with pytest.raises(ConfigError, match=r"--set nope\.count=17: no node 'nope'"):
+        config.parse(GOOD, "p.toml", ["nope.count=17"])
+    with pytest.raises(ConfigError, match=r"--set src\.cuont=17: .*unknown key"):
+        config.parse(GOOD, "p.toml", ["src.cuont=17"])
+    for near_a_secret in ("path=out/x.mp4", "threads=3", "batch=2"):  # a letter from one
+        with pytest.raises(ConfigError, match=f"--set src.{near_a_secret}: "):
+            config.parse(GOOD, "p.toml", [f"src.{near_a_secret}"])
+
+
 def test_the_serve_table_is_checked_and_set_like_pipeline() -> None:
     text = GOOD + '\n[serve]\ntemplate = "src"\n'
     spec = config.parse(text, "p.toml", ["serve.preview_fps=2"])
