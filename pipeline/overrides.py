@@ -20,7 +20,9 @@ SECRET_WORDS = (
 
 
 # Keys of the stages that are a letter or two from a secret word, and name none.
-PLAIN_WORDS = frozenset({"path", "thread", "threads", "shards", "batch", "segment", "read", "open", "match"})
+PLAIN_WORDS = frozenset(
+    {"path", "thread", "threads", "shards", "batch", "segment", "read", "open", "match"}
+)
 
 
 def secret_looking(path: str) -> bool:
