@@ -13,7 +13,7 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
-from vapipe.stages.sinks.paths import PathSink, output_path
+from vapipe.stages.sinks.paths import PathSink, check_writable, output_path
 from vapipe.stages.sinks.records import frame_records, message_record, to_json
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,17 @@ class EventsSink(PathSink):
         self._files: dict[str, BinaryIO] = {}
         self.lines = 0
         self.stdout_gone = False
-        if "{source_id}" not in self.config.path:
-            self._file("")  # an unwritable path fails the run before anything starts
+        # Whether the run got going (an item, or its end of stream): only then is a file
+        # replaced. A run that fails before (a model that cannot load) leaves the last run's
+        # events as they were.
+        self._ran = False
+        path = self.config.path
+        if path != "-" and "{source_id}" not in path:
+            # An unwritable path fails the run before anything starts, without touching it.
+            target = output_path(path, "")
+            check_writable(target)
+            if target.exists() and not os.access(target, os.W_OK):
+                raise ConfigError(f"cannot write {target}: permission denied", key="path")
 
     def _file(self, source_id: str) -> BinaryIO:
         path = self.config.path
@@ -67,6 +76,7 @@ class EventsSink(PathSink):
         return handle
 
     def write(self, event: dict[str, Any]) -> None:
+        self._ran = True
         if self.stdout_gone:
             return
         handle = self._file(str(event.get("source_id", "")))
@@ -97,11 +107,13 @@ class EventsSink(PathSink):
         self.lines += 1
 
     def process(self, frame: Frame) -> tuple[Frame]:
+        self._ran = True
         for record in frame_records(frame, empty_frames=self.config.empty_frames):
             self.write(record)
         return (frame,)
 
     def accept(self, record: dict[str, Any]) -> None:
+        self._ran = True
         if record["event"] == "frame" and not (self.config.empty_frames or record["detections"]):
             return
         self.write(record)
@@ -114,7 +126,16 @@ class EventsSink(PathSink):
                 handle.close()
         return (message,)
 
+    def flush(self) -> tuple[()]:
+        self._ran = True  # the end of a run that ran: its file exists, if empty
+        return ()
+
     def close(self) -> None:
+        path = self.config.path
+        fixed = path != "-" and "{source_id}" not in path
+        if getattr(self, "_ran", False) and fixed and not self._files:
+            with contextlib.suppress(OSError, ConfigError):  # a run without one event
+                self._file("")
         for handle in self._files.values():
             if handle is not sys.stdout.buffer:
                 with contextlib.suppress(OSError):  # buffers are flushed after each line

@@ -201,3 +201,26 @@ def test_an_interrupted_recording_is_kept_aside_not_overwritten(tmp_path: Path) 
     (kept,) = out.glob("annotated.interrupted-*.mp4")
     assert digest(kept) == before
     assert not left.exists() and (out / "annotated.mp4").exists()
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_run_that_fails_before_its_first_frame_leaves_the_last_run_s_outputs(
+    tmp_path: Path, shards: int
+) -> None:
+    sharded = ("--set", f"pipeline.shards={shards}")
+    first = cli(str(FILE_CONFIG), "--max-frames", "10", *sharded, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    outputs = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
+    assert outputs["events.jsonl"] and outputs["annotated.mp4"]
+    (tmp_path / "broken.onnx").write_text("not a model")
+    failed = cli(str(FILE_CONFIG), "--max-frames", "10", "--set", "det.model=broken.onnx",
+                 *sharded, cwd=tmp_path)  # fmt: skip
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    assert "cannot load model broken.onnx" in failed.stderr.strip().splitlines()[-1]
+    after = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
+    assert after == outputs, "a failed start changed the last run's outputs"
+    # A run that ran but had no event to write still replaces the file: no stale lines.
+    quiet = cli(str(FILE_CONFIG), "--max-frames", "5", "--set", "events.empty_frames=false",
+                "--set", "nms.conf=0.999", *sharded, cwd=tmp_path)  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert (tmp_path / "out" / "events.jsonl").read_bytes() == b""
