@@ -186,16 +186,24 @@ def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:
             raise ConfigError(f"{writer} {path} is {clash}: writing it would destroy it")
 
 
-def _edge(spec: ConfigSpec, src: str, dst: str) -> Edge:
+def _edge(spec: ConfigSpec, src: str, dst: str, node: NodeSpec | None = None) -> Edge:
+    """The link ``src ! dst`` as configured; ``node``: a source added at run time in place of
+    ``src`` (a camera added to a file's template gets a camera's leaky default)."""
     settings = spec.queues.get(normalise_link(f"{src} ! {dst}"))
     size = settings.size if settings and settings.size else spec.settings.queue_size
     if settings and settings.leaky:
         leaky = Leaky(settings.leaky)
     else:
-        node = spec.nodes[src]
+        node = node or spec.nodes[src]
         live = issubclass(node.stage_cls, SourceStage) and node.stage_cls.is_live(node.config)
         leaky = Leaky.DOWNSTREAM if live else Leaky.NO
     return Edge(src, dst, size, leaky)
+
+
+def link_for(spec: ConfigSpec, like: str, dst: str, node: NodeSpec) -> Edge:
+    """The link of a source node added while the graph runs, linked as node ``like`` is:
+    ``like``'s queue settings, and the added source's own kind's default policy."""
+    return _edge(spec, like, dst, node)
 
 
 def _topological_order(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> list[str]:

@@ -18,7 +18,7 @@ from vapipe.pipeline import lingering
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Message
-from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.graph import Graph, link_for
 from vapipe.pipeline.metrics import StageMetrics
 from vapipe.pipeline.node import Node
 from vapipe.pipeline.queues import Aborted, Inbox
@@ -144,8 +144,9 @@ class ServiceRunner(Runner):
         node.open_s = time.monotonic() - opening
         for edge in self.graph.edges:
             if edge.src == like:
+                own = link_for(self.graph.spec, like, edge.dst, spec)
                 inbox = cast(Inbox, nodes[edge.dst].inbox)
-                link = inbox.add_link(f"{name} ! {edge.dst}", edge.size, edge.leaky, True)
+                link = inbox.add_link(f"{name} ! {edge.dst}", own.size, own.leaky, True)
                 node.outputs.append(link)
         node.workers = node.live_workers = 1
         thread = threading.Thread(target=self._source_loop, args=(node,), daemon=True, name=name)
