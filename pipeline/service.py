@@ -259,7 +259,8 @@ class Service(Streams):
             "dropped": self._dropped(stream_id),
             "reconnects": getattr(stage, "reconnects", 0),
             "last_event_time": view.last_event_time,
-            "error": node.error if node is not None else None,
+            # Why it is down, else why a camera is not open now (reconnecting): one line.
+            "error": (node.error or getattr(stage, "last_error", None)) if node else None,
             "counts": view.counts,
         }
 

@@ -57,6 +57,8 @@ class VideoSource(SourceStage):
     def __init__(self, name: str, config: SourceConfig) -> None:
         super().__init__(name, config)
         self._stop = threading.Event()
+        self.last_error: str | None = None
+        """Why the live input is not open now (its last open error or loss), one line."""
         self.stream_info: StreamInfo | None = None
         self.reconnects = 0
         self.decode_errors = 0
@@ -228,6 +230,7 @@ class VideoSource(SourceStage):
             except PipelineError as exc:
                 backoff.failed()
                 reason = str(exc)
+                self.last_error = " ".join(mask_credentials(reason).split())
                 if down_since is None:
                     down_since = time.monotonic()
                     yield self._message("source_down", reason=reason, attempt=backoff.attempt)
@@ -243,6 +246,7 @@ class VideoSource(SourceStage):
             if session is None:  # stopped while connecting
                 return
             container, video = session
+            self.last_error = None
             if down_since is not None:
                 self.reconnects += 1
                 yield self._message(
@@ -263,6 +267,7 @@ class VideoSource(SourceStage):
                 container.close()
             if self._stop.is_set():
                 return
+            self.last_error = " ".join(reason.split())
             log.warning("%s: stream lost (%s); reconnecting", self.name, reason)
             down_since = time.monotonic()
             yield self._message("source_down", reason=reason, attempt=0)
