@@ -33,7 +33,12 @@ class SourceConfig(StageConfig):
     read_timeout_s: float = Field(5.0, gt=0)
     """Give up a read that returns nothing for this long (a server that accepts and is silent)."""
     stall_timeout_s: float = Field(5.0, gt=0)
-    """Reconnect when packets arrive but no frame has decoded for this long."""
+    """Reconnect when packets arrive but no frame has decoded for this long. Before a
+    connection's first frame, only video packets stopping for this long counts (a camera
+    whose keyframes are 10 s apart sends packets that decode only from the next one)."""
+    first_frame_timeout_s: float = Field(30.0, gt=0)
+    """Reconnect when a connection's video packets come but no frame decodes for this long
+    (no keyframe ever: a broken stream)."""
     low_latency: bool = True
     """A small demuxer delay and reorder window on network streams (``flags=low_delay``,
     ``max_delay``)."""

@@ -36,15 +36,12 @@ from vapipe.stages.source.opening import (
     plain_i420,
     upright,
 )
+from vapipe.stages.source.stall import StreamStalled, stalled_for
 from vapipe.stages.source.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.04  # one frame of a stream that does not say its rate
-
-
-class StreamStalled(Exception):
-    """Packets keep coming (or the socket stays open) but no frame decodes."""
 
 
 @register("source")
@@ -290,7 +287,7 @@ class VideoSource(SourceStage):
         self.timeline.new_session(asked_at)
         first_pts: float | None = None
         started = time.monotonic()
-        last_frame_at = time.monotonic()
+        last_frame_at = last_video_at = opened_at = time.monotonic()
         # Files cannot stall (a slow disk is not a dead camera).
         stall_s = None if self.spec.kind == "file" else self.config.stall_timeout_s
         # Every stream's packets pass through here, so a camera whose audio (or RTCP-fed
@@ -299,10 +296,12 @@ class VideoSource(SourceStage):
             if self._stop.is_set():
                 return
             now = time.monotonic()
-            if stall_s is not None and now - last_frame_at > stall_s:
-                raise StreamStalled(f"no frame for {now - last_frame_at:.1f} s")
+            if stall_s is not None:
+                stalled_for(now, first_pts is not None, last_frame_at, last_video_at, opened_at,
+                            stall_s, self.config.first_frame_timeout_s)  # fmt: skip
             if packet.stream.index != video.index:
                 continue
+            last_video_at = now
             try:
                 pictures = packet.decode()
             except av.error.InvalidDataError as exc:
@@ -390,3 +389,4 @@ class VideoSource(SourceStage):
             "frames_as_yuv420": self.yuv_frames,
             "clock_restarts": self.timeline.discontinuities,
         }
+

@@ -205,3 +205,57 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
     second = next(frames)
     assert (first.seq, second.seq) == (0, 1), "backpressure was taken for a stalled camera"
     assert second.pts - first.pts == pytest.approx(0.04)
+
+
+def test_a_long_gop_camera_is_waited_for_until_its_first_keyframe() -> None:
+    from vapipe.stages.source.stall import StreamStalled, stalled_for
+
+    # 8 s after connecting, video packets still coming (the keyframe is 10 s away): waiting.
+    stalled_for(1008.0, False, 1000.0, 1007.96, 1000.0, 5.0, 30.0)
+    # Before the first frame, audio alone does not keep it: video stopped 5.2 s ago.
+    with pytest.raises(StreamStalled, match=r"^no frame for 5\.2 s \(no video packets\)$"):
+        stalled_for(1008.0, False, 1000.0, 1002.8, 1000.0, 5.0, 30.0)
+    # Video packets for 30 s that never decode: a broken stream, reconnected.
+    with pytest.raises(StreamStalled, match=r"no frame decoded in 30\.5 s .*first_frame_timeout_s"):
+        stalled_for(1030.5, False, 1000.0, 1030.4, 1000.0, 5.0, 30.0)
+    stalled_for(1029.9, False, 1000.0, 1029.8, 1000.0, 5.0, 30.0)
+    # Once frames came, frames are what count: packets without pictures are a stall.
+    with pytest.raises(StreamStalled, match=r"^no frame for 5\.1 s$"):
+        stalled_for(1020.0, True, 1014.9, 1019.99, 1000.0, 5.0, 30.0)
+    stalled_for(1020.0, True, 1015.1, 1010.0, 1000.0, 5.0, 30.0)
+
+
+def test_video_packets_before_the_keyframe_keep_the_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from vapipe.stages.source import stage as stage_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(
+        stage_module, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    )
+    video = SimpleNamespace(index=0)
+    picture = SimpleNamespace(
+        pts=0, time_base=Fraction(1, 25), format=SimpleNamespace(name="rgb24"),
+        to_ndarray=lambda format: np.zeros((2, 2, 3), np.uint8),
+    )  # fmt: skip
+
+    class LongGop:
+        """8 s of video packets that decode to nothing (joined mid-GOP), then a keyframe."""
+
+        def demux(self):
+            for _ in range(200):
+                clock[0] += 0.04
+                yield SimpleNamespace(stream=video, decode=lambda: [])
+            yield SimpleNamespace(stream=video, decode=lambda: [picture])
+
+    source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=5))
+    source._seq, source.live = 0, True
+    source.source_id, source.display_uri = "cam", "rtsp://cam/x"
+    source.stream_info = StreamInfo("cam", "rtsp://cam/x", 2, 2, None, None, True)
+    source.spec = input_spec("rtsp://cam/x")
+    first = next(source._session_frames(LongGop(), video, paced=False))
+    assert first.seq == 0 and clock[0] == pytest.approx(1008.0)
