@@ -46,7 +46,8 @@ class Connector:
         except NETWORK_ERRORS as exc:
             # FFmpeg's message repeats the URL; its strerror alone says what went wrong.
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise PipelineError(f"cannot open {display_uri}: {mask_credentials(reason)}") from None
+            reason = mask_credentials(reason) + transport_hint(spec, reason)
+            raise PipelineError(f"cannot open {display_uri}: {reason}") from None
         if not container.streams.video:
             container.close()
             raise PipelineError(f"{display_uri} has no video stream")
@@ -103,6 +104,17 @@ class Connector:
                     getattr(exc, "strerror", None) or exc,
                 )
         return av.open(spec.file, **kwargs)
+
+
+def transport_hint(spec: InputSpec, reason: str) -> str:
+    """What to set when an RTSP server refuses the transport asked for: FFmpeg says only
+    "Protocol not supported" (VLC's server, which serves RTP over UDP only, answers TCP's
+    SETUP with 461 Unsupported transport)."""
+    asked = spec.options.get("rtsp_transport")
+    if asked is None or "not supported" not in reason.lower():
+        return ""
+    other = "udp" if asked == "tcp" else "tcp"
+    return f" (the server refuses RTSP over {asked.upper()}: set transport = \"{other}\")"
 
 
 def call_or_stop(call: Callable[[], T], stop: threading.Event, name: str) -> T | None:
