@@ -54,7 +54,7 @@ CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/c
 def is_public(path: str) -> bool:
     """Health, and the page's own files (no data in them: the page asks for the token and
     sends it with every request for data)."""
-    return path == "/healthz" or path in PAGE_FILES
+    return path in ("/healthz", "/favicon.ico") or path in PAGE_FILES
 
 
 STATE_CHANGING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
@@ -171,6 +171,9 @@ def make_app(service: Streams, token: str | None = None, host: str = "127.0.0.1"
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)  # no icon; public, so no client is asked a token
 
     async def readyz(request: Request) -> Response:
         ready, reason = service.ready()
@@ -290,6 +293,7 @@ def make_app(service: Streams, token: str | None = None, host: str = "127.0.0.1"
     routes = [
         *(Route(path, page) for path in PAGE_FILES),
         Route("/healthz", healthz),
+        Route("/favicon.ico", favicon),
         Route("/readyz", readyz),
         Route("/api/streams", list_streams, methods=["GET"]),
         Route("/api/streams", add_stream, methods=["POST"]),

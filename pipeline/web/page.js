@@ -2,17 +2,38 @@
 // streams, a button to remove one, and a line/zone editor. Plain JS, no build step, no CDN.
 "use strict";
 
-const state = { token: sessionStorage.getItem("vapipe-token"), tiles: new Map(), points: [] };
+const state = { token: sessionStorage.getItem("vapipe-token"), tiles: new Map(), points: [],
+  locked: false };
+
+// A 401 locks the page: one token form says why (none given, or a wrong one) and the page
+// waits for it, sending nothing meanwhile. No prompt per request, no retry loop.
+function lock(sentToken) {
+  if (state.locked) return;
+  state.locked = true;
+  const form = document.getElementById("token-form");
+  form.hidden = false;
+  document.getElementById("token-message").textContent = sentToken
+    ? "Wrong token: enter the service's token." : "This service needs its token.";
+  document.getElementById("status").textContent = "locked";
+  document.getElementById("token-input").focus();
+}
+
+function unlock(token) {
+  state.token = token;
+  sessionStorage.setItem("vapipe-token", token);
+  state.locked = false;
+  document.getElementById("token-form").hidden = true;
+  refreshStreams();
+  followEvents();
+}
 
 async function api(path, options = {}) {
+  if (state.locked) return new Response(null, { status: 401, statusText: "locked" });
   const headers = Object.assign({}, options.headers || {});
-  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const sent = state.token;
+  if (sent) headers.Authorization = `Bearer ${sent}`;
   const response = await fetch(path, Object.assign({}, options, { headers }));
-  if (response.status === 401) {
-    state.token = prompt("This service needs its token:") || "";
-    sessionStorage.setItem("vapipe-token", state.token);
-    return api(path, options);
-  }
+  if (response.status === 401) lock(sent);
   return response;
 }
 
@@ -77,7 +98,10 @@ async function refreshPreviews() {
 
 async function followEvents() {
   // EventSource cannot send a token: the stream is read with fetch instead.
+  if (state.following) return;
   const response = await api("/api/events");
+  if (!response.ok) return;  // locked: unlocking follows again
+  state.following = true;
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
@@ -100,6 +124,7 @@ async function followEvents() {
       while (list.children.length > 100) list.lastChild.remove();
     }
   }
+  state.following = false;
 }
 
 async function addStream(form) {
@@ -169,6 +194,10 @@ document.getElementById("save-line").onclick = () => saveShape("line");
 document.getElementById("save-zone").onclick = () => saveShape("zone");
 document.getElementById("clear-points").onclick = () => { state.points = []; drawPoints(); };
 document.getElementById("close-editor").onclick = () => { document.getElementById("editor").hidden = true; };
+document.getElementById("token-form").addEventListener("submit", (submit) => {
+  submit.preventDefault();
+  unlock(document.getElementById("token-input").value);
+});
 document.getElementById("add").addEventListener("submit", (submit) => {
   submit.preventDefault();
   addStream(submit.target);

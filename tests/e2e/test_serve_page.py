@@ -112,3 +112,38 @@ def test_the_page_shows_streams_adds_one_and_draws_a_line_that_counts(
         browser.save_screenshot(str(shot))
         print(f"screenshot of the page: {shot}")
         assert shot.stat().st_size > 10_000
+
+
+REQUESTS = "return performance.getEntriesByType('resource').map((e) => e.name)"
+
+
+def test_the_page_asks_for_the_token_once_says_when_it_is_wrong_and_waits(
+    tmp_path: Path, browser
+) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import time
+
+    env = {**os.environ, "VAPIPE_TOKEN": "right-token-42"}
+    with serve(tmp_path, "cam.loop=true", env=env) as served:
+        assert served.url is not None
+        wait = WebDriverWait(browser, 120, poll_frequency=0.2)
+        browser.get(served.url + "/")
+        message = browser.find_element(By.ID, "token-message")
+        wait.until(lambda d: message.text == "This service needs its token.")
+        # Locked: nothing more is asked of the service while the form waits (no prompt per
+        # request, no retry loop: 142 prompts in 8 s before).
+        asked = len(browser.execute_script(REQUESTS))
+        time.sleep(2)  # a window to see no request in; the page polls every 0.5-1 s
+        assert len(browser.execute_script(REQUESTS)) == asked
+        field = browser.find_element(By.ID, "token-input")
+        field.send_keys("wrong-token")
+        browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+        wait.until(lambda d: message.text == "Wrong token: enter the service's token.")
+        assert browser.find_element(By.ID, "token-form").is_displayed()
+        field.clear()
+        field.send_keys("right-token-42")
+        browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-stream="cam"] img'))
+        assert not browser.find_element(By.ID, "token-form").is_displayed()
+        # Nothing the page loads answered 401 needlessly (the icon is not asked for).
+        assert not [url for url in browser.execute_script(REQUESTS) if "favicon" in url]

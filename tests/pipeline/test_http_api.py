@@ -69,6 +69,7 @@ def test_token_and_body_limit() -> None:
     client = TestClient(make_app(service, token="s3cret-token"), base_url=LOCAL)  # type: ignore[arg-type]
     assert client.get("/healthz").status_code == 200
     assert client.get("/").status_code == 200, "the page itself holds no data"
+    assert client.get("/favicon.ico").status_code == 204, "a browser's own request: no token"
     assert client.get("/api/streams").status_code == 401
     wrong = {"Authorization": "Bearer s3cret-tokenx"}
     assert client.get("/api/streams", headers=wrong).status_code == 401
