@@ -5,14 +5,17 @@ torch where the graph runs it: 2.5-4.5 s each on the GPU machine with 8 shards i
 once. A forkserver (Python's own) imports them before the first shard and forks each shard
 from there, so a shard starts with them loaded. Nothing the server imports may start a GPU
 context or a thread pool that a fork would break: importing torch does neither (CUDA starts
-on first use, in the shard, after it has set its CUDA_VISIBLE_DEVICES).
+on first use, in the shard, after it has set its CUDA_VISIBLE_DEVICES). Also here: the signals
+the parent sends its shard processes (drain, kill, stacks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import multiprocessing
 import os
+import signal
 from typing import Any
 
 from vapipe.pipeline.graph import Graph
@@ -47,3 +50,24 @@ def shard_context(graph: Graph) -> Any:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preloaded(graph))
     return context
+
+
+def terminate(process: Any) -> None:
+    """SIGTERM: the shard drains."""
+    if process is not None and process.is_alive():
+        with contextlib.suppress(OSError, ValueError):  # it ended meanwhile
+            process.terminate()
+
+
+def kill(process: Any) -> None:
+    if process is not None and process.is_alive():
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+
+
+def ask_stacks(process: Any) -> None:
+    """Have a shard write every thread's stack to its log (faulthandler on SIGUSR1, which
+    pipeline/shard.py registers): what a shard that does not drain was doing."""
+    if process is not None and process.is_alive() and process.pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGUSR1)

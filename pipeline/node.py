@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vapipe.pipeline import lingering
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.metrics import StageMetrics
 from vapipe.pipeline.queues import Inbox, LinkQueue
@@ -72,3 +74,21 @@ class Node:
         except Exception as exc:  # stats must never mask the run's real outcome
             log.debug("stats of %s failed: %s", self.metrics.name, exc)
         return entry
+
+
+def undrained(nodes: dict[str, Node]) -> list[Node]:
+    return [node for node in nodes.values() if not node.finished.is_set()]
+
+
+def abort(nodes: Iterable[Node], wait_s: float) -> None:
+    """Past the drain timeout: say where each stage that has not ended is (its threads'
+    stacks, in the log), abort every queue, and give them ``wait_s`` in all to end."""
+    nodes = list(nodes)
+    stuck = [node for node in nodes if not node.finished.is_set()]
+    lingering.log_stacks([thread for node in stuck for thread in node.threads])
+    for node in nodes:
+        if node.inbox:
+            node.inbox.abort()
+    deadline = time.monotonic() + wait_s
+    for node in stuck:
+        node.finished.wait(max(0.0, deadline - time.monotonic()))

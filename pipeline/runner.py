@@ -23,7 +23,7 @@ from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.launch import since_launch, startup_phases
 from vapipe.pipeline.metrics import StageMetrics, queue_summary
-from vapipe.pipeline.node import Node
+from vapipe.pipeline.node import Node, abort, undrained
 from vapipe.pipeline.outcome import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -39,7 +39,8 @@ from vapipe.pipeline.stage import BatchStage, SourceStage, Stage, StageContext
 
 log = logging.getLogger(__name__)
 
-ABORT_WAIT_S = 5.0  # after the drain timeout, for the aborted stages to end, all together
+# For the aborted stages to end, all together: a shard's parent waits only a little longer.
+ABORT_WAIT_S = 5.0
 
 
 class Runner:
@@ -372,21 +373,9 @@ class Runner:
             if self.stop_requested.is_set() and deadline is None:
                 deadline = time.monotonic() + drain_s
             if deadline is not None and time.monotonic() > deadline:
-                stuck = [n for n in self.nodes().values() if not n.finished.is_set()]
-                log.warning(
-                    "stages did not drain within %.0f s (%s); aborting queues",
-                    drain_s,
-                    ", ".join(n.stage.name for n in stuck),
-                )
-                lingering.log_stacks([thread for node in stuck for thread in node.threads])
-                for node in self.nodes().values():
-                    if node.inbox:
-                        node.inbox.abort()
-                # One bound for all (not one per stage): a shard's parent waits only
-                # drain_timeout_s and a little more before it kills the shard.
-                abort_deadline = time.monotonic() + ABORT_WAIT_S
-                for node in stuck:
-                    node.finished.wait(max(0.0, abort_deadline - time.monotonic()))
+                names = ", ".join(n.stage.name for n in undrained(self.nodes()))
+                log.warning("stages did not drain within %.0f s (%s); aborting", drain_s, names)
+                abort(self.nodes().values(), ABORT_WAIT_S)
                 break
             time.sleep(0.05)
         self._wall_s = time.monotonic() - self._started_at

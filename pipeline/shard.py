@@ -9,6 +9,7 @@ machine. The parent (pipeline/shards.py) holds the real event sinks and the rest
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -148,6 +149,10 @@ def run_shard(job: ShardJob, conn: Any, control: Any = None) -> None:
     # reaches every process of the group, and a second signal here would mean "exit at once".
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: EARLY_STOP.set())  # before the runner exists
+    # Every thread's stack on SIGUSR1, written by C code that needs no GIL: what the parent
+    # asks of a shard that did not drain before it kills it (a process hung whole, in a
+    # native call holding the GIL, still answers).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     _stop_when_orphaned()
     if job.device is not None:
         for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):

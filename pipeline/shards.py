@@ -11,7 +11,6 @@ Ctrl-C or SIGTERM is passed on to every shard, which drains as a single process 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
-from vapipe.pipeline.forkserver import shard_context
+from vapipe.pipeline.forkserver import ask_stacks, kill, shard_context, terminate
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.outcome import (
     EXIT_FAILURE,
@@ -43,6 +42,7 @@ log = logging.getLogger(__name__)
 
 Done = tuple[int, str | None, dict[str, Any]]
 """How a shard ended, as it said: exit code, error, stats."""
+_STACKS_S = 0.5  # for a hung shard to write its stacks before it is killed
 _JOIN_S = 10.0  # a shard that said "done" but does not exit is killed after this
 
 
@@ -59,6 +59,8 @@ class Slot:
     """Streams a service added to this shard while it runs: id -> the request's body."""
     node: str | None = None
     """Where it runs, when that is not this machine (a cluster's node)."""
+    hung: bool = False
+    """Killed by this process for not draining after the stop."""
 
 
 class ShardRunner:
@@ -179,7 +181,8 @@ class ShardRunner:
                 if error is not None:
                     self._fail(ConfigError(error) if code == EXIT_USAGE else PipelineError(error))
                 return
-            reason = f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) died ({ended})"
+            what = "did not drain after the stop and was killed" if slot.hung else "died"
+            reason = f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) {what} ({ended})"
             self._sources_down(slot, reason)
             if self.stop_requested.is_set() or slot.restarts >= self.settings.shard_restarts:
                 self._fail(PipelineError(f"{reason}; restarted {slot.restarts} times, no more"))
@@ -218,7 +221,7 @@ class ShardRunner:
         self._shard_ended(slot)
         slot.process.join(_JOIN_S if slot.done else None)
         if slot.process.is_alive():
-            _kill(slot.process)
+            kill(slot.process)
             slot.process.join()
         return exit_text(slot.process.exitcode)
 
@@ -227,10 +230,13 @@ class ShardRunner:
 
     def _stop_shard(self, slot: Slot) -> None:
         """Ask the shard to drain (SIGTERM)."""
-        _terminate(slot.process)
+        terminate(slot.process)
 
     def _kill_shard(self, slot: Slot) -> None:
-        _kill(slot.process)
+        kill(slot.process)
+
+    def _ask_stacks(self, slot: Slot) -> None:
+        ask_stacks(slot.process)
 
     def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
         """More arguments for the shard process (connections: closed here once it started)."""
@@ -342,7 +348,17 @@ class ShardRunner:
             if self.stop_requested.is_set() and deadline is None:
                 deadline = time.monotonic() + grace
             if deadline is not None and time.monotonic() > deadline:
-                log.warning("shards did not drain within %.0f s; killing them", grace)
+                hung = [s for s in self._slots if s.thread and s.thread.is_alive()]
+                log.warning(
+                    "shards did not drain within %.0f s (%s); their stacks follow, then they "
+                    "are killed",
+                    grace,
+                    ", ".join(f"shard {slot.index}" for slot in hung),
+                )
+                for slot in hung:
+                    slot.hung = True
+                    self._ask_stacks(slot)
+                time.sleep(_STACKS_S)  # the shards write them on their own; a moment for it
                 for slot in self._slots:
                     self._kill_shard(slot)
                 deadline = float("inf")
@@ -380,14 +396,3 @@ class ShardRunner:
         stats["error"] = str(self._error) if self._error else None
         return RunResult(code, self._error, stats)
 
-
-def _terminate(process: Any) -> None:
-    if process is not None and process.is_alive():
-        with contextlib.suppress(OSError, ValueError):  # it ended meanwhile
-            process.terminate()  # SIGTERM: the shard drains
-
-
-def _kill(process: Any) -> None:
-    if process is not None and process.is_alive():
-        with contextlib.suppress(OSError, ValueError):
-            process.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -226,6 +227,30 @@ def test_a_shard_dying_past_its_restarts_fails_the_run_in_one_line(tmp_path: Pat
     records = read_events(events)  # whole lines only, the other shard drained
     assert {e["source_id"] for e in records} == {"people", "traffic", "horses"}
     assert probe_video(tmp_path / "out" / "people.mp4")["frames"] > 0
+
+
+def test_a_shard_hung_whole_at_the_stop_is_killed_and_said_so(tmp_path: Path) -> None:
+    config = write_config(tmp_path, shards=2, restarts=0, extra=REALTIME + "loop = true\n")
+    text = config.read_text().replace("[pipeline]\n", "[pipeline]\ndrain_timeout_s = 1\n")
+    config.write_text(text)
+    run = Running(config)
+    wait_for_every_source(tmp_path / "out" / "events.jsonl")
+    hung = run.shard_pid(1)
+    os.kill(hung, signal.SIGSTOP)  # hung whole: not even its signal handlers run
+    try:
+        os.kill(run.process.pid, signal.SIGINT)
+        assert run.finish(90) == 1, "\n".join(run.lines[-30:])
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hung, signal.SIGCONT)
+    assert any("shards did not drain within 11 s (shard 1)" in line for line in run.lines)
+    assert run.lines[-1] == (
+        "error: shard 1 (traffic) did not drain after the stop and was killed (killed by "
+        "SIGKILL); restarted 0 times, no more"
+    )
+    # The shard that drained finished its videos.
+    for source in ("people", "horses"):
+        assert probe_video(tmp_path / "out" / f"{source}.mp4")["frames"] > 0, source
 
 
 def test_ctrl_c_drains_every_shard(tmp_path: Path) -> None:

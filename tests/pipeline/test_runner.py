@@ -209,7 +209,7 @@ def test_a_drain_timeout_names_the_stage_that_did_not_drain_and_where_it_was(
         result = run(SLOW_SINK.format(delay_s=2.0), on_started=stop_after(1))
     assert result.exit_code == 130
     lines = [record.getMessage() for record in caplog.records]
-    assert "stages did not drain within 0 s (src, sink); aborting queues" in lines, lines
+    assert "stages did not drain within 0 s (src, sink); aborting" in lines, lines
     stack = next(line for line in lines if line.startswith("thread sink"))
     assert "stubs.py" in stack and "in process\n    time.sleep(delay)" in stack, stack
 
