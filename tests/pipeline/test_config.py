@@ -269,3 +269,55 @@ def test_a_links_own_queue_size_beats_the_pipelines() -> None:
     )
     sizes = {edge.name: edge.size for edge in built.edges}
     assert sizes == {"cam ! pre": 3, "pre ! det": 8}
+
+
+def test_set_paths_reach_the_table_they_name() -> None:
+    from vapipe.pipeline.overrides import apply_override
+
+    raw: dict = {"nodes": {"det": {"type": "infer", "backend": "torch"}, "cam": {"uri": "x"}}}
+    apply_override(raw, "pipeline.shards=2", "f")
+    apply_override(raw, "pipeline.shard_resources.num_gpus=0.25", "f")
+    apply_override(raw, "serve.template=cam", "f")
+    assert raw["pipeline"] == {"shards": 2, "shard_resources": {"num_gpus": 0.25}}
+    assert raw["serve"] == {"template": "cam"}
+    with pytest.raises(ConfigError, match=r"^f: \[pipeline\.shards\] is not a table$"):
+        apply_override(raw, "pipeline.shards.x=1", "f")
+    # backend = "torch" is shorthand for a table: a key under it keeps the type.
+    apply_override(raw, "det.backend.device=cuda", "f")
+    assert raw["nodes"]["det"]["backend"] == {"type": "torch", "device": "cuda"}
+    # NODE.TABLE.type=X starts that table afresh: the other type's keys do not carry over.
+    apply_override(raw, "det.backend.type=onnxruntime", "f")
+    assert raw["nodes"]["det"]["backend"] == {"type": "onnxruntime"}
+    apply_override(raw, "cam.reconnect.max_s=3", "f")
+    assert raw["nodes"]["cam"]["reconnect"] == {"max_s": 3}
+    apply_override(raw, "cam.loop=true", "f")
+    with pytest.raises(ConfigError, match=r"^f: --set cam\.loop\.x=1: 'loop' is not a table$"):
+        apply_override(raw, "cam.loop.x=1", "f")
+    apply_override(raw, "cam.uri=a bare word", "f")
+    assert raw["nodes"]["cam"]["loop"] is True and raw["nodes"]["cam"]["uri"] == "a bare word"
+    # A node that happens to be named like a table: the node wins.
+    named = {"nodes": {"pipeline": {"type": "x"}}}
+    apply_override(named, "pipeline.count=3", "f")
+    assert named == {"nodes": {"pipeline": {"type": "x", "count": 3}}}
+
+
+@pytest.mark.parametrize("bad", ["cam", "cam.uri", ".uri=x", "cam.=x", "=x", "cam..uri=x"])
+def test_a_set_that_is_not_node_key_value_says_so(bad: str) -> None:
+    from vapipe.pipeline.overrides import apply_override
+
+    with pytest.raises(ConfigError, match=r"^f: --set expects NODE\.KEY=VALUE, got '"):
+        apply_override({"nodes": {"cam": {}}}, bad, "f")
+
+
+def test_an_unknown_node_is_named_with_a_suggestion_and_a_long_set_is_cut() -> None:
+    from vapipe.pipeline.overrides import apply_override, shown
+
+    raw: dict = {"nodes": {"cam": {}, "det": {}}}
+    with pytest.raises(ConfigError) as caught:
+        apply_override(raw, "cma.uri=x", "f")
+    assert str(caught.value) == (
+        "f: --set cma.uri=x: no node 'cma' (did you mean 'cam'?); nodes: cam, det"
+    )
+    assert shown("c" * 80) == "c" * 80
+    assert shown("c" * 81) == "c" * 77 + "..."
+    assert shown("nope.x=" + "v" * 100, limit=20) == "nope.x=vvvvvvvvvv..."

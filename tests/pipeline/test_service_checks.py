@@ -132,5 +132,7 @@ def test_local_inputs_only_under_the_media_roots(
     # Configured roots replace the default.
     service.settings = service.settings.model_copy(update={"media_roots": [str(elsewhere)]})
     assert service.checked({"id": "c", "uri": str(elsewhere / "dog.jpg")}, set()).name == "c"
+    # A root itself, as a folder of pictures: every file it reads lies in it.
+    assert service.checked({"id": "e", "uri": str(elsewhere)}, set()).name == "e"
     with pytest.raises(StreamError):
         service.checked({"id": "d", "uri": "clip.mp4"}, set())

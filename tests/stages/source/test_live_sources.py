@@ -259,3 +259,19 @@ def test_video_packets_before_the_keyframe_keep_the_connection(
     source.spec = input_spec("rtsp://cam/x")
     first = next(source._session_frames(LongGop(), video, paced=False))
     assert first.seq == 0 and clock[0] == pytest.approx(1008.0)
+
+
+def test_the_stall_rule_at_its_bounds_and_on_a_clock_near_zero() -> None:
+    from vapipe.stages.source.stall import StreamStalled, stalled_for
+
+    # Exactly at a limit is not past it.
+    stalled_for(10.0, True, 5.0, 0.0, 0.0, 5.0, 30.0)
+    stalled_for(10.0, False, 0.0, 5.0, 0.0, 5.0, 30.0)
+    stalled_for(30.0, False, 0.0, 29.0, 0.0, 5.0, 30.0)
+    # A monotonic clock may start anywhere: spans are differences, whatever the values.
+    with pytest.raises(StreamStalled, match=r"^no frame for 5\.2 s$"):
+        stalled_for(8.0, True, 2.8, 8.0, 0.0, 5.0, 30.0)
+    with pytest.raises(StreamStalled, match=r"^no frame for 5\.2 s \(no video packets\)$"):
+        stalled_for(8.0, False, 0.0, 2.8, 0.0, 5.0, 30.0)
+    with pytest.raises(StreamStalled, match=r"^no frame decoded in 30\.5 s "):
+        stalled_for(50.5, False, 0.0, 50.0, 20.0, 5.0, 30.0)
