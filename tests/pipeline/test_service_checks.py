@@ -123,12 +123,18 @@ def test_local_inputs_only_under_the_media_roots(
         assert refused.value.message.startswith(
             f"uri: {elsewhere / 'dog.jpg'} is outside the media roots ({served}"
         ), refused.value.message
+    # Samples (found in the sample media folders) and webcams are named, not paths.
+    assert service.checked({"id": "s", "uri": "sample:people"}, set()).name == "s"
+    assert service.checked({"id": "w", "uri": "webcam:0"}, set()).name == "w"
     # FFmpeg's other ways to read local files are not inputs a stream may use.
     for uri in (f"concat:{elsewhere}/dog.jpg|clip.mp4", f"file:{elsewhere}/dog.jpg"):
         with pytest.raises(StreamError) as by_protocol:
             service.checked({"id": "c", "uri": uri}, set())
         assert by_protocol.value.status == 403
-        assert "is not an input a stream may use" in by_protocol.value.message
+        assert by_protocol.value.message == (
+            f"uri: '{uri.split(':')[0]}:' is not an input a stream may use (http, https, rtmp, "
+            "rtmps, rtp, rtsp, rtsps, sample, srt, tcp, udp, webcam, or a path)"
+        )
     # Configured roots replace the default.
     service.settings = service.settings.model_copy(update={"media_roots": [str(elsewhere)]})
     assert service.checked({"id": "c", "uri": str(elsewhere / "dog.jpg")}, set()).name == "c"
