@@ -55,13 +55,17 @@ def spawn(*args: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(
+    predicate: Callable[[], bool], timeout: float, what: str, log: list[str] | None = None
+) -> None:
+    """Wait for ``predicate``; a failure shows the last lines of ``log`` (a run's stderr)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+    tail = "\n" + "".join(f"{line.rstrip()}\n" for line in log[-40:]) if log else ""
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{tail}")
 
 
 def read_lines(path: Path) -> list[str]:

@@ -150,11 +150,13 @@ def test_a_shard_restarted_on_a_camera_goes_on_in_real_time(tmp_path: Path) -> N
         config = tmp_path / "cams.toml"
         config.write_text(CAMERAS_IN_SHARDS.format(url=server.url))
         run = Running(config)
-        wait_for(lambda: count("b") >= 48, 90, "two seconds of camera b")
+        log = run.lines  # said on a failed wait: where each shard was
+
+        wait_for(lambda: count("b") >= 48, 90, "two seconds of camera b", log)
         os.kill(run.shard_pid(1), signal.SIGKILL)  # shard1 has b
-        wait_for(lambda: '"source_up"' in events_path.read_text(), 60, "b back")
+        wait_for(lambda: '"source_up"' in events_path.read_text(), 60, "b back", log)
         restarted = count("b")
-        wait_for(lambda: count("b") >= restarted + 96, 90, "four seconds after the restart")
+        wait_for(lambda: count("b") >= restarted + 96, 90, "four seconds after the restart", log)
         os.killpg(run.process.pid, signal.SIGINT)
         assert run.finish(60) == 130, "\n".join(run.lines[-20:])
     events = read_events(events_path)

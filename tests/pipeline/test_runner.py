@@ -202,14 +202,18 @@ def test_drain_timeout_aborts_a_drain_that_would_take_too_long() -> None:
 def test_a_drain_timeout_names_the_stage_that_did_not_drain_and_where_it_was(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A sink that holds each item 2 s: at the 0.3 s timeout it is inside process() (and the
-    # source waits on the full queue before it), and the log says so, with the line each is
-    # at (what a hung shard's log needs to show).
+    # A sink that holds each item 2 s: at the 0.3 s timeout it is inside process(), and the
+    # log says so, with the line it is at (what a hung shard's log needs to show).
     with caplog.at_level("WARNING", logger="vapipe.pipeline.runner"):
         result = run(SLOW_SINK.format(delay_s=2.0), on_started=stop_after(1))
     assert result.exit_code == 130
     lines = [record.getMessage() for record in caplog.records]
-    assert "stages did not drain within 0 s (src, sink); aborting" in lines, lines
+    # The source may have ended at the stop already, or still wait on the full queue.
+    assert any(
+        line in ("stages did not drain within 0 s (src, sink); aborting",
+                 "stages did not drain within 0 s (sink); aborting")
+        for line in lines
+    ), lines  # fmt: skip
     stack = next(line for line in lines if line.startswith("thread sink"))
     assert "stubs.py" in stack and "in process\n    time.sleep(delay)" in stack, stack
 
