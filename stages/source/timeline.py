@@ -25,6 +25,8 @@ MAX_FILE_JUMP_S = 10.0
 """A file's clock jumping forward by more than this between two frames is a discontinuity
 (the next clip of a concatenation), not a pause in the recording."""
 
+MAX_KEYFRAME_WAIT_S = 60.0
+"""A first frame further than this from the first packet is a clock jump, not a wait."""
 LIVE_JUMP_SLACK_S = 1.0
 """A live stream cannot get ahead of the wall clock: a jump larger than the wall-clock time
 since the previous frame plus this is the camera's clock restarting."""
@@ -44,6 +46,7 @@ class Timeline:
         self._last_raw: float | None = None
         self._in_session = 0  # frames placed since the session began
         self._opened_at: float | None = None
+        self._first_packet_raw: float | None = None
         self.discontinuities = 0
         """Times the clock restarted or jumped inside a session."""
 
@@ -59,12 +62,22 @@ class Timeline:
         self._offset = self._last_raw = None
         self._in_session = 0
         self._opened_at = opened_at
+        self._first_packet_raw = None
+
+    def first_packet(self, raw: float | None) -> None:
+        """The raw pts of the session's first video packet. A camera streams from the moment
+        it is asked, but its pictures decode only from the next keyframe: a first frame that
+        came seconds after the first packet is placed that much after the session's start,
+        not at it (the wait would otherwise vanish from the source's time)."""
+        if self._in_session == 0 and self._first_packet_raw is None:
+            self._first_packet_raw = raw
 
     def place(self, raw: float | None) -> float:
         """The output pts of the next frame, whose container pts is ``raw`` (None: unknown)."""
         now = self._clock()
         if self._in_session == 0:
             start = self._session_start(now if self._opened_at is None else self._opened_at)
+            start += self._keyframe_wait(raw)
             pts = start if raw is None or self.last_pts is not None or self.live else raw
             if raw is not None:
                 self._offset = pts - raw
@@ -102,6 +115,14 @@ class Timeline:
             return 0.0
         away = self._wall_gap(now) if self.live else 0.0
         return self.last_pts + max(self.interval, away)
+
+    def _keyframe_wait(self, raw: float | None) -> float:
+        """How far a live session's first frame lies after its first packet, where that is
+        more than a frame's reordering (else 0)."""
+        if not self.live or raw is None or self._first_packet_raw is None:
+            return 0.0
+        lead = raw - self._first_packet_raw
+        return lead if 2 * self.interval < lead <= MAX_KEYFRAME_WAIT_S else 0.0
 
     def _next(self) -> float:
         return 0.0 if self.last_pts is None else self.last_pts + self.interval

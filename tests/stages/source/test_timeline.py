@@ -117,3 +117,28 @@ def test_a_restarted_shard_on_a_camera_resumes_after_the_delivered_time_plus_the
     pts = play(timeline, session(0.0, 5, first_missing=True), clock)
     assert pts[0] == pytest.approx(304.0)
     assert pts[-1] - pts[0] == pytest.approx(4 * STEP)
+
+
+def test_a_camera_s_wait_for_its_keyframe_stays_in_its_time() -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=STEP, clock=clock)
+    first = play(timeline, session(50.0, FPS * 10), clock)
+    # Reconnected at once; its packets start at raw 300.0, but the first picture that decodes
+    # is the keyframe at 304.4: 4.4 s of the camera's time went by before it.
+    asked = clock.now
+    timeline.new_session(asked)
+    timeline.first_packet(300.0)
+    timeline.first_packet(300.04)  # only the session's first packet counts
+    clock.now += 4.4
+    second = play(timeline, session(304.4, FPS * 4), clock)
+    assert second[0] - first[-1] == pytest.approx(STEP + 4.4, abs=1e-6)
+    # Frames reordered by a frame or two are no wait: the session starts where it began.
+    timeline.new_session(clock.now)
+    timeline.first_packet(500.0)
+    third = play(timeline, session(500.0 + STEP, 5), clock)
+    assert third[0] - second[-1] == pytest.approx(STEP, abs=1e-6)
+    # Files are placed by their own clock: no such lead.
+    file_timeline = Timeline(live=False, interval=STEP)
+    file_timeline.first_packet(0.0)
+    assert file_timeline.place(4.0) == 4.0
+    assert strictly_increasing(first + second + third)
