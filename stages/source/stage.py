@@ -302,9 +302,9 @@ class VideoSource(SourceStage):
             if packet.stream.index != video.index:
                 continue
             last_video_at = now
-            raw_packet = getattr(packet, "pts", None), getattr(packet, "time_base", None)
-            if first_pts is None and None not in raw_packet:
-                self.timeline.first_packet(float(raw_packet[0] * raw_packet[1]))
+            packet_pts, base = getattr(packet, "pts", None), getattr(packet, "time_base", None)
+            if first_pts is None and packet_pts is not None and base is not None:
+                self.timeline.first_packet(float(packet_pts * base))
             try:
                 pictures = packet.decode()
             except av.error.InvalidDataError as exc:
