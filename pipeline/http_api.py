@@ -69,13 +69,19 @@ def host_name(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-def is_loopback_name(name: str) -> bool:
-    if name == "localhost" or name.endswith(".localhost"):
+def is_loopback(host: str) -> bool:
+    """An address to listen on that only this machine reaches."""
+    if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(name).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback_name(name: str) -> bool:
+    """A ``Host`` that names this machine from itself (``*.localhost`` too, RFC 6761)."""
+    return name.endswith(".localhost") or is_loopback(name)
 
 
 class Guard(BaseHTTPMiddleware):

@@ -397,4 +397,3 @@ class Runner:
         self.interrupted = True
         again = " (again to exit at once)" if exit_on_repeat else ""
         self.request_stop(f"{signal.Signals(signum).name}{again}")
-

@@ -4,7 +4,6 @@ with streams added and removed over HTTP (pipeline/http_api.py) while it runs.""
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import socket
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.http_api import is_loopback
 from vapipe.pipeline.logs import json_line, setup_logging
 from vapipe.pipeline.outcome import EXIT_USAGE
 from vapipe.pipeline.signals import install_stop_signals
@@ -59,15 +59,6 @@ def read_token(path: str | None) -> str | None:
     if not value.strip():
         raise ConfigError("VAPIPE_TOKEN is blank: set a token, or unset it")
     return value.strip()
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -141,12 +141,9 @@ class Streams:
         input, one file that several streams would write (409, in the config's words)."""
         spec = self.graph.spec
         nodes = {**spec.nodes, **self.specs, new.name: new}
-        links = list(spec.links)
-        for added in [*self.specs, new.name]:  # linked as the template, to its first hop
-            for chain in spec.links:
-                names = [part.strip() for part in chain.split("!")]
-                if names[0] == self.template and len(names) > 1:
-                    links.append(f"{added} ! {names[1]}")
+        hops = [edge.dst for edge in self.graph.edges if edge.src == self.template]
+        links = [*spec.links, *(f"{added} ! {hop}" for added in [*self.specs, new.name]
+                                for hop in hops)]  # fmt: skip
         try:
             build(dataclasses.replace(spec, nodes=nodes, links=links))
         except ConfigError as exc:

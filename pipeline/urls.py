@@ -97,7 +97,13 @@ def mask_credentials(text: str) -> str:
     """``rtsp://admin:p@ss@cam/x`` -> ``rtsp://***@cam/x``; registered secrets -> ``***``."""
     if "//" in text:
         text = _TOKEN.sub(_masked_token, text)
-    for secret in sorted(_secrets, key=len, reverse=True):
+    return _mask_each(text, _secrets)
+
+
+def _mask_each(text: str, secrets: Iterable[str]) -> str:
+    """Each of ``secrets`` in ``text`` -> ``***``, the longest first (a secret holding a
+    shorter one is masked whole)."""
+    for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")
     return text
@@ -147,10 +153,7 @@ def secrets_in(value: Any, key: str = "", secret: bool = False) -> set[str]:
 def mask_also(text: str, secrets: Iterable[str]) -> str:
     """``mask_credentials``, and ``secrets`` masked too without registering them (those of a
     request that was refused: the process keeps no memory of them)."""
-    text = mask_credentials(text)
-    for secret in sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    return _mask_each(mask_credentials(text), {f for s in secrets for f in _forms(s)})
 
 
 def _secret_query_values(text: str) -> list[str]:

@@ -48,13 +48,16 @@ class EventsSink(PathSink):
         # replaced. A run that fails before (a model that cannot load) leaves the last run's
         # events as they were.
         self._ran = False
-        path = self.config.path
-        if path != "-" and "{source_id}" not in path:
+        if self._one_file():
             # An unwritable path fails the run before anything starts, without touching it.
-            target = output_path(path, "")
+            target = output_path(self.config.path, "")
             check_writable(target)
             if target.exists() and not os.access(target, os.W_OK):
                 raise ConfigError(f"cannot write {target}: permission denied", key="path")
+
+    def _one_file(self) -> bool:
+        """Every source's events in one file (not stdout, not a file per source)."""
+        return self.config.path != "-" and "{source_id}" not in self.config.path
 
     def _file(self, source_id: str) -> BinaryIO:
         path = self.config.path
@@ -131,9 +134,7 @@ class EventsSink(PathSink):
         return ()
 
     def close(self) -> None:
-        path = self.config.path
-        fixed = path != "-" and "{source_id}" not in path
-        if getattr(self, "_ran", False) and fixed and not self._files:
+        if getattr(self, "_ran", False) and self._one_file() and not self._files:
             with contextlib.suppress(OSError, ConfigError):  # a run without one event
                 self._file("")
         for handle in self._files.values():

@@ -302,9 +302,8 @@ class VideoSource(SourceStage):
             if packet.stream.index != video.index:
                 continue
             last_video_at = now
-            packet_pts, base = getattr(packet, "pts", None), getattr(packet, "time_base", None)
-            if first_pts is None and packet_pts is not None and base is not None:
-                self.timeline.first_packet(float(packet_pts * base))
+            if first_pts is None and packet.pts is not None and packet.time_base is not None:
+                self.timeline.first_packet(float(packet.pts * packet.time_base))
             try:
                 pictures = packet.decode()
             except av.error.InvalidDataError as exc:

@@ -146,6 +146,16 @@ def test_jitter_never_pushes_a_wait_past_max_s() -> None:
     assert max(waits) <= 5.0 and max(waits) > 4.9
 
 
+def connected_camera(stall_timeout_s: float) -> VideoSource:
+    """A camera source as _connect leaves it: frames come only from a stream that opened."""
+    source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=stall_timeout_s))
+    source._seq, source.live = 0, True
+    source.source_id, source.display_uri = "cam", "rtsp://cam/x"
+    source.stream_info = StreamInfo("cam", "rtsp://cam/x", 2, 2, None, None, True)
+    source.spec = input_spec("rtsp://cam/x")
+    return source
+
+
 def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -174,12 +184,7 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
                 self.sent += 1
                 yield SimpleNamespace(stream=audio)
 
-    source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=0.3))
-    source._seq, source.live = 0, True
-    source.source_id, source.display_uri = "cam", "rtsp://cam/x"
-    # As _connect leaves it: frames come only from a stream that opened.
-    source.stream_info = StreamInfo("cam", "rtsp://cam/x", 2, 2, None, None, True)
-    source.spec = input_spec("rtsp://cam/x")
+    source = connected_camera(stall_timeout_s=0.3)
     audio_only = AudioOnly()
     with pytest.raises(StreamStalled, match=r"no frame for 0\.3"):
         next(source._session_frames(audio_only, video, paced=False))
@@ -197,7 +202,8 @@ def test_stall_watchdog_catches_video_stopping_while_other_packets_flow(
                     format=SimpleNamespace(name="rgb24"),  # not 4:2:0: converted to BGR
                     to_ndarray=lambda format: np.zeros((2, 2, 3), np.uint8),
                 )
-                yield SimpleNamespace(stream=video, decode=lambda p=picture: [p])
+                yield SimpleNamespace(stream=video, pts=None, time_base=None,
+                                      decode=lambda p=picture: [p])  # fmt: skip
 
     frames = source._session_frames(Pictures(), video, paced=False)
     first = next(frames)
@@ -249,14 +255,11 @@ def test_video_packets_before_the_keyframe_keep_the_connection(
         def demux(self):
             for _ in range(200):
                 clock[0] += 0.04
-                yield SimpleNamespace(stream=video, decode=lambda: [])
-            yield SimpleNamespace(stream=video, decode=lambda: [picture])
+                yield SimpleNamespace(stream=video, pts=None, time_base=None, decode=lambda: [])
+            yield SimpleNamespace(stream=video, pts=None, time_base=None,
+                                  decode=lambda: [picture])  # fmt: skip
 
-    source = VideoSource("cam", SourceConfig(uri="rtsp://cam/x", stall_timeout_s=5))
-    source._seq, source.live = 0, True
-    source.source_id, source.display_uri = "cam", "rtsp://cam/x"
-    source.stream_info = StreamInfo("cam", "rtsp://cam/x", 2, 2, None, None, True)
-    source.spec = input_spec("rtsp://cam/x")
+    source = connected_camera(stall_timeout_s=5)
     first = next(source._session_frames(LongGop(), video, paced=False))
     assert first.seq == 0 and clock[0] == pytest.approx(1008.0)
 
