@@ -148,8 +148,11 @@ def write_config(
 class Sampler:
     """GPU utilisation and memory (nvidia-smi) and the process tree's RSS, every 0.25 s."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, events: Path | None = None) -> None:
         self.pid = pid
+        self.events = events
+        self._events_read = 0
+        self.lines: list[tuple[float, int]] = []  # (monotonic s, event lines so far)
         self.gpu_util: list[float] = []
         self.gpu_mem_mb: list[float] = []
         self.rss_mb: list[float] = []
@@ -160,6 +163,7 @@ class Sampler:
     def _loop(self) -> None:
         smi = shutil.which("nvidia-smi")
         while not self._stop.wait(0.25):
+            self._count_lines()
             self.rss_mb.append(tree_rss_mb(self.pid))
             if smi:
                 line = subprocess.run(
@@ -172,9 +176,34 @@ class Sampler:
                     self.gpu_util.append(util)
                     self.gpu_mem_mb.append(mem)
 
+    def _count_lines(self) -> None:
+        """The events file's lines so far (one per frame, written whole and unbuffered)."""
+        if self.events is None or not self.events.exists():
+            return
+        with self.events.open("rb") as handle:
+            handle.seek(self._events_read)
+            chunk = handle.read()
+        # Count only up to the last newline: a line being written is counted next time.
+        whole = chunk.rfind(b"\n") + 1
+        self._events_read += whole
+        count = (self.lines[-1][1] if self.lines else 0) + chunk.count(b"\n", 0, whole)
+        self.lines.append((time.monotonic(), count))
+
+    def steady_rate(self, low: float = 0.2, high: float = 0.8) -> float | None:
+        """Event lines per second between the moments ``low`` and ``high`` of the run's
+        lines had been written: the steady rate, past the shards' start and before the
+        first ones finish, the same measure for any build (it reads only the output)."""
+        if not self.lines or self.lines[-1][1] < 100:
+            return None
+        total = self.lines[-1][1]
+        start = next(p for p in self.lines if p[1] >= low * total)
+        end = next(p for p in self.lines if p[1] >= high * total)
+        return round((end[1] - start[1]) / (end[0] - start[0]), 1) if end[0] > start[0] else None
+
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         self._thread.join(2)
+        self._count_lines()
         busy = [u for u in self.gpu_util if u > 0]
         return {
             "gpu_util_mean_pct": round(statistics.mean(busy), 1) if busy else None,
@@ -209,7 +238,9 @@ def tree_rss_mb(root: int) -> float:
 def _spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
     """4 s of py-spy samples of the parent (it takes every shard's frames for the sinks) and
     the two largest processes under it (shards, not the forkserver),
-    ``VAPIPE_BENCH_SPY_AFTER`` seconds (default 8) into the run, and one ``top``."""
+    ``VAPIPE_BENCH_SPY_AFTER`` seconds (default 8) into the run, and one ``top``.
+    ``VAPIPE_BENCH_SPY_ARGS``: more of py-spy's options (``--gil``: only the samples that
+    hold the interpreter lock)."""
     import psutil
 
     time.sleep(float(os.environ.get("VAPIPE_BENCH_SPY_AFTER", "8")))
@@ -223,7 +254,8 @@ def _spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
     records = [
         subprocess.Popen(
             ["py-spy", "record", "--pid", str(p.pid), "-d", "4", "-r", "50", "-f", "raw",
-             "--nonblocking", "-o", str(into / f"spy_{name}_{i}.txt")],
+             "--nonblocking", *os.environ.get("VAPIPE_BENCH_SPY_ARGS", "").split(),
+             "-o", str(into / f"spy_{name}_{i}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         for i, p in enumerate(busy)
@@ -248,7 +280,7 @@ def run_pipeline(
         [*command, "--no-progress", *limit],
         cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
-    sampler = Sampler(process.pid)
+    sampler = Sampler(process.pid, folder / "out" / "events.jsonl")
     spy = os.environ.get("VAPIPE_BENCH_SPY")  # a folder for _spy's samples
     if spy:
         threading.Thread(target=_spy, args=(process, Path(spy), folder.name), daemon=True).start()
@@ -269,6 +301,7 @@ def run_pipeline(
         "frames": frames,
         "wall_s": round(wall, 2),
         "frames_per_wall_s": round(frames / wall, 1),
+        "steady_fps": sampler.steady_rate(),
         "infer_steady_fps": stages["det"]["fps"],
         "stage_mean_ms": {
             name: s.get("mean_ms") for name, s in stages.items() if not name.startswith("cam")
