@@ -7,17 +7,21 @@
 On a GPU machine (torch backend on CUDA, OpenCL preprocessing on the GPU), the cases are:
 
 - ``streams16_shards8_fps``: 16 x 1080p files looped, 8 shards, the compiled-model cache warm
-  (filled by one unmeasured run per build first): the frames/s reaching the parent's events
-  sink over its first-to-last span, the whole run's steady rate whichever way the shards
-  overlap. (Until 3e2a8c1 this was each shard's inference frames over its own span, summed:
-  shards that become ready one after another then each count a less shared GPU, so a cold
-  cache, whose shards start staggered, seemed faster than a warm one, whose shards start
-  together. Both figures are printed; the JSON holds the sink's.)
+  (filled by one unmeasured run per build first): the steady frames/s, event lines per second
+  between the moments 20% and 80% of the run's lines were written (read from the output, so
+  the same measure for any build; streams_bench.Sampler). Until 15ba958 this was the events
+  sink's rate over its first-to-last span, which counts the shards' staggered start and end;
+  until b897fb8 each shard's inference frames over its own span, summed, which made shards
+  that start one after another (a cold cache's) seem faster than shards that start together.
+  All three are printed; the JSON holds the steady one.
 - ``streams16_shards8_cold_fps``: the same with an empty cache folder for every run (what a
   fresh machine's first run gets). A build without the cache runs as it always does.
 - ``start1_cold_s``, ``start1_warm_s``: one stream, launch to the first line of the events
   file (bench/startup_bench.py's measure), cache empty and warm.
 - ``start16_warm_s``: 16 streams in 8 shards, launch to the first event, cache warm.
+- ``decode16_ceiling_fps``: the same 16 sources decoded alone, in 8 processes with the
+  source stage's FFmpeg threads, each picture taken as I420: the most the 16-stream case can
+  reach with software decoding; measured in turn with the builds, so drift shows.
 - ``video4_fps``: 4 x 1080p in 4 shards with an annotated video per source (x264 veryfast):
   the video sink's frames/s.
 
@@ -111,8 +115,9 @@ class Headline:
         )
         if "error" in result:
             raise RuntimeError(result["error"][-400:])
-        print(f"  shards' inference rates summed: {result['infer_steady_fps']}", flush=True)
-        return result["stage_fps"]["events"]
+        print(f"  events sink over its span: {result['stage_fps']['events']}; shards' "
+              f"inference rates summed: {result['infer_steady_fps']}", flush=True)  # fmt: skip
+        return result["steady_fps"]
 
     def start(self, build: str, site: str, *, streams: int, shards: int, cold: bool) -> float:
         folder = Path(tempfile.mkdtemp(dir=self.work))
@@ -143,6 +148,11 @@ class Headline:
             self.streams(build, site, cold=False, frames=50)
         cases: dict[str, Callable[[str, str], float | None]] = {
             "streams16_shards8_fps": lambda b, s: self.streams(b, s, cold=False),
+            # The same for either build (PYTHONPATH is not read): a machine-drift check
+            # and the ceiling the 16-stream cases sit under.
+            "decode16_ceiling_fps": lambda b, s: streams_bench.decode_ceiling(
+                self.clip, 16, 8, LOOPED_FRAMES
+            ),
             "start1_warm_s": lambda b, s: self.start(b, s, streams=1, shards=1, cold=False),
             "start16_warm_s": lambda b, s: self.start(b, s, streams=16, shards=8, cold=False),
             "video4_fps": self.video,
