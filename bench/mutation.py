@@ -40,6 +40,11 @@ MODULES: dict[str, list[str]] = {
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
     "pipeline/overrides.py": ["tests/pipeline/test_config.py"],
     "pipeline/http_api.py": ["tests/pipeline/test_http_api.py"],
+    "pipeline/outputs.py": ["tests/pipeline/test_outputs.py"],
+    "stages/source/timeline.py": ["tests/stages/source/test_timeline.py"],
+    "stages/track/bytetrack.py": ["tests/stages/track/test_bytetrack.py"],
+    "stages/analytics/counting.py": ["tests/stages/analytics/test_counting.py"],
+    "pipeline/service_runner.py": ["tests/pipeline/test_service_runner.py"],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 

@@ -376,8 +376,10 @@ def test_a_stage_thread_stuck_past_its_run_is_reported_until_it_ends() -> None:
     stubs.STUCK_RELEASE.clear()
     try:
         result = run(
-            'links = ["src ! sink"]\n[nodes.src]\ntype = "test-stuck"\n'
-            '[nodes.sink]\ntype = "test-collect"\n',
+            # A short drain timeout: the stage is past it either way, and the run ends 30 s
+            # sooner.
+            'links = ["src ! sink"]\n[pipeline]\ndrain_timeout_s = 1\n'
+            '[nodes.src]\ntype = "test-stuck"\n[nodes.sink]\ntype = "test-collect"\n',
             on_started=stop_when_stuck,
         )
         assert result.exit_code == 0  # request_stop is not a Ctrl-C
