@@ -17,6 +17,7 @@ test: nothing here runs in CI.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -47,6 +48,23 @@ MODULES: dict[str, list[str]] = {
     "pipeline/service_runner.py": ["tests/pipeline/test_service_runner.py"],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
+
+
+def _annotation_only(changed: list[str]) -> bool:
+    """Whether a mutant changed only an annotation: a ``def`` line's, or an annotated
+    assignment's (``self.x: A | None = []``) with the same target and value."""
+    if changed[0][1:].lstrip().startswith("def "):
+        return True
+    try:
+        before, after = (ast.parse(line[1:].strip()).body[0] for line in changed[:2])
+    except (SyntaxError, IndexError):
+        return False
+    return (
+        isinstance(before, ast.AnnAssign)
+        and isinstance(after, ast.AnnAssign)
+        and ast.dump(before.target) == ast.dump(after.target)
+        and ast.dump(before.value or ast.Pass()) == ast.dump(after.value or ast.Pass())
+    )
 
 
 def _bin(name: str) -> str:
@@ -89,7 +107,7 @@ def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
                 # Under `from __future__ import annotations` an annotation is never
                 # evaluated: a mutant there (`float | None` to `float ** None`) is the same
                 # program, which no test can tell apart.
-                if changed and changed[0][1:].lstrip().startswith("def "):
+                if changed and _annotation_only(changed):
                     outcome = "equivalent"
                 else:
                     survivors.append({"line": mutation.start_pos[0],

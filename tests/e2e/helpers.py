@@ -56,14 +56,20 @@ def spawn(*args: str, cwd: Path) -> subprocess.Popen[str]:
 
 
 def wait_for(
-    predicate: Callable[[], bool], timeout: float, what: str, log: list[str] | None = None
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    log: list[str] | Path | None = None,
 ) -> None:
-    """Wait for ``predicate``; a failure shows the last lines of ``log`` (a run's stderr)."""
+    """Wait for ``predicate``; a failure shows the last lines of ``log`` (a run's stderr, or
+    the file it goes to, read then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.05)
+    if isinstance(log, Path):
+        log = read_lines(log)
     tail = "\n" + "".join(f"{line.rstrip()}\n" for line in log[-40:]) if log else ""
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{tail}")
 

@@ -267,7 +267,9 @@ def test_realtime_file_is_paced_and_loop_keeps_counting(tmp_path: Path) -> None:
     assert seqs == sorted(set(seqs)) and seqs[-1] == 149, "seq restarted at the loop"
     pts = [e["pts"] for e in frames]
     assert all(b > a for a, b in itertools.pairwise(pts)), "pts went back at the loop"
-    assert pts[-1] == pytest.approx(149 / 29.97, abs=0.1)
+    # Paced like a camera, the loop's reopening is time the source was away: its pts span
+    # the clip's 149 frame intervals plus that, and never more than the run's wall time.
+    assert 149 / 29.97 - 0.01 <= pts[-1] <= elapsed, (pts[-1], elapsed)
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["queues"]["cam ! pre"]["leaky"] == "downstream", "realtime files act live"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -140,28 +142,37 @@ def test_a_frozen_broker_is_warned_about_and_what_it_never_acknowledged_is_undel
     config = tmp_path / "a.toml"
     config.write_text(with_mqtt(server.port, "drain_s = 1\n"))
     events = tmp_path / "out/events.jsonl"
-    pipeline = spawn(
-        str(config), "--set", "cam.realtime=true", "--max-frames", "264",
-        "--stats", "s.json", cwd=tmp_path,
-    )  # fmt: skip
+    log = tmp_path / "stderr.log"
     assert server.process is not None
-    try:
-        wait_for(lambda: len(read_lines(events)) >= 48, 60, "two seconds of frames")
-        server.process.send_signal(signal.SIGSTOP)  # the socket stays open; nothing answers
-        _, stderr = pipeline.communicate(timeout=120)
-    finally:
-        server.process.send_signal(signal.SIGCONT)
-        if pipeline.poll() is None:
-            pipeline.send_signal(signal.SIGKILL)
-        server.stop()
-    assert pipeline.returncode == 0, stderr[-2000:]
+    # The run ends once the warning came (Ctrl-C), not after a fixed number of frames: on a
+    # loaded machine the first events can come late enough that a fixed run ends before the
+    # broker has been silent for the warning's 5 s.
+    with log.open("w") as stderr_file:
+        pipeline = subprocess.Popen(
+            [sys.executable, "-m", "vapipe", str(config), "--set", "cam.realtime=true",
+             "--set", "cam.loop=true", "--stats", "s.json"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr_file, text=True,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: len(read_lines(events)) >= 48, 60, "two seconds of frames", log)
+            server.process.send_signal(signal.SIGSTOP)  # the socket stays open; nothing answers
+            wait_for(lambda: "unreachable for" in log.read_text(), 60, "the warning", log)
+            pipeline.send_signal(signal.SIGINT)
+            pipeline.wait(timeout=120)
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+            if pipeline.poll() is None:
+                pipeline.send_signal(signal.SIGKILL)
+            server.stop()
+    stderr = log.read_text()
+    assert pipeline.returncode == 130, stderr[-2000:]
     stats = json.loads((tmp_path / "s.json").read_text())["stages"]["mqtt"]
     offered = len(read_lines(events))
     # Every event the sink took is acknowledged, dropped or counted undelivered: none vanish.
     assert stats["acknowledged"] + stats["dropped"] + stats["undelivered"] == offered, stats
     assert stats["undelivered"] >= offered - 48 - 24 and stats["acknowledged"] < offered, stats
-    # Said while it happened (the run goes on 9 s past the freeze), and again at the end.
-    assert "unreachable for" in stderr and "messages not acknowledged" in stderr, stderr[-3000:]
+    # Said while it happened, and again at the end.
+    assert "messages not acknowledged" in stderr, stderr[-3000:]
     assert f"{stats['undelivered']} events not delivered" in stderr, stderr[-2000:]
 
 

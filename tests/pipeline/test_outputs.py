@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -16,10 +17,11 @@ from vapipe.pipeline.outputs import FileClaims, Names, identity, resolved
     [
         (Names("/o/a.mp4"), Names("/o/a.mp4"), True),
         (Names("/o/a.mp4"), Names("/o/b.mp4"), False),
+        (Names("/o/b.mp4"), Names("/o/a.mp4"), False),
         # one name against a set: inside it only with the prefix, the suffix and room for both
         (Names("/o/seg-", ".mp4", True), Names("/o/seg-00001.mp4"), True),
         (Names("/o/seg-", ".mp4", True), Names("/o/seg-.mp4"), True),
-        (Names("/o/ab", "ba", True), Names("/o/aba"), False),  # prefix and suffix would share
+        (Names("/o/abc", "cba", True), Names("/o/abcba"), False),  # they would share letters
         (Names("/o/seg-", ".mp4", True), Names("/o/cut-00001.mp4"), False),
         (Names("/o/seg-", ".mp4", True), Names("/o/seg-00001.mkv"), False),
         (Names("/o/seg-00001.mp4"), Names("/o/seg-", ".mp4", True), True),  # either way round
@@ -35,6 +37,13 @@ from vapipe.pipeline.outputs import FileClaims, Names, identity, resolved
 )
 def test_names_overlap_as_sets(one: Names, other: Names, expected: bool) -> None:
     assert one.overlaps(other) is expected
+
+
+def test_names_are_values() -> None:
+    names = Names("/o/seg-", ".mp4", many=True)
+    assert {names, Names("/o/seg-", ".mp4", many=True)} == {names}  # hashable, by value
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        names.prefix = "/elsewhere/"  # type: ignore[misc]
 
 
 def test_names_read_as_a_pattern_or_a_file() -> None:
@@ -97,6 +106,18 @@ def test_a_hard_link_or_a_symlinked_folder_to_an_input_is_the_input(tmp_path: Pa
     claims.read(str(source), "source cam")
     assert claims.write(str(tmp_path / "hard.mp4"), "video") == "source cam"
     assert claims.write(str(tmp_path / "via" / "in.mp4"), "video") == "source cam"
+
+
+def test_other_existing_files_are_not_the_input_whatever_their_inodes(tmp_path: Path) -> None:
+    files = []
+    for name in ("x.mp4", "y.mp4", "z.mp4"):
+        (tmp_path / name).write_bytes(b"x")
+        files.append(tmp_path / name)
+    low, middle, high = sorted(files, key=lambda f: f.stat().st_ino)
+    claims = FileClaims()
+    claims.read(str(low), "source a")
+    claims.read(str(high), "source b")
+    assert claims.write(str(middle), "video") is None
 
 
 def test_a_name_that_cannot_be_a_path_is_a_config_error() -> None:
