@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 MAX_FILE_JUMP_S = 10.0
 """A file's clock jumping forward by more than this between two frames is a discontinuity
@@ -44,7 +45,7 @@ class Timeline:
         self._last_wall: float | None = None
         self._offset: float | None = None  # None: no raw pts seen yet in this session
         self._last_raw: float | None = None
-        self._in_session = 0  # frames placed since the session began
+        self._began = False  # a frame of this session was placed
         self._opened_at: float | None = None
         self._first_packet_raw: float | None = None
         self.discontinuities = 0
@@ -60,7 +61,7 @@ class Timeline:
         """The next frame comes from a new reading of the input (reconnect, loop), asked for
         at ``opened_at`` (the clock's time; default: when its first frame comes)."""
         self._offset = self._last_raw = None
-        self._in_session = 0
+        self._began = False
         self._opened_at = opened_at
         self._first_packet_raw = None
 
@@ -69,13 +70,13 @@ class Timeline:
         it is asked, but its pictures decode only from the next keyframe: a first frame that
         came seconds after the first packet is placed that much after the session's start,
         not at it (the wait would otherwise vanish from the source's time)."""
-        if self._in_session == 0 and self._first_packet_raw is None:
+        if self._first_packet_raw is None:  # read only for the session's first frame
             self._first_packet_raw = raw
 
     def place(self, raw: float | None) -> float:
         """The output pts of the next frame, whose container pts is ``raw`` (None: unknown)."""
         now = self._clock()
-        if self._in_session == 0:
+        if not self._began:
             start = self._session_start(now if self._opened_at is None else self._opened_at)
             start += self._keyframe_wait(raw)
             pts = start if raw is None or self.last_pts is not None or self.live else raw
@@ -95,7 +96,7 @@ class Timeline:
         if self.last_pts is not None and pts <= self.last_pts:  # float rounding only
             pts = self._next()
         self.last_pts, self._last_wall = pts, now
-        self._in_session += 1
+        self._began = True
         if raw is not None:
             self._last_raw = raw
         return pts
@@ -113,8 +114,9 @@ class Timeline:
         frame plus the time the source was away (live) or one frame (files)."""
         if self.last_pts is None:
             return 0.0
-        away = self._wall_gap(now) if self.live else 0.0
-        return self.last_pts + max(self.interval, away)
+        return self.last_pts + (
+            max(self.interval, self._wall_gap(now)) if self.live else self.interval
+        )
 
     def _keyframe_wait(self, raw: float | None) -> float:
         """How far a live session's first frame lies after its first packet, where that is
@@ -125,7 +127,8 @@ class Timeline:
         return lead if 2 * self.interval < lead <= MAX_KEYFRAME_WAIT_S else 0.0
 
     def _next(self) -> float:
-        return 0.0 if self.last_pts is None else self.last_pts + self.interval
+        """One frame after the previous (a session's later frames: there is one)."""
+        return cast(float, self.last_pts) + self.interval
 
     def _wall_gap(self, now: float) -> float:
         return 0.0 if self._last_wall is None else max(0.0, now - self._last_wall)

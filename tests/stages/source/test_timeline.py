@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
@@ -142,3 +143,129 @@ def test_a_camera_s_wait_for_its_keyframe_stays_in_its_time() -> None:
     file_timeline.first_packet(0.0)
     assert file_timeline.place(4.0) == 4.0
     assert strictly_increasing(first + second + third)
+
+
+# Exact binary fractions below (a quarter-second frame), so that each rule is tested at its
+# bound, not only on either side of it.
+Q = 0.25
+
+
+@pytest.mark.parametrize(("jump", "discontinuity"), [(9.5, False), (10.0, False), (10.5, True)])
+def test_a_file_clock_jump_is_a_discontinuity_only_past_ten_seconds(
+    jump: float, discontinuity: bool
+) -> None:
+    timeline = Timeline(live=False, interval=Q)
+    timeline.place(0.0)
+    timeline.place(Q)
+    after = timeline.place(Q + jump)
+    assert after == (2 * Q if discontinuity else Q + jump)
+    assert timeline.discontinuities == int(discontinuity)
+    # and the frames after it follow on from where it was placed
+    assert timeline.place(Q + jump + Q) == after + Q
+
+
+@pytest.mark.parametrize(("step", "discontinuity"), [(1.25, False), (1.5, False), (1.75, True)])
+def test_a_live_clock_jump_is_measured_against_the_wall_clock_plus_a_second(
+    step: float, discontinuity: bool
+) -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    assert timeline.place(10.0) == 0.0  # a camera's time starts at 0, whatever its clock says
+    clock.now += 0.5
+    after = timeline.place(10.0 + step)  # 1.5 = the 0.5 s that went by + the 1 s of slack
+    assert after == (0.5 if discontinuity else step)
+    assert timeline.discontinuities == int(discontinuity)
+    clock.now += Q
+    assert timeline.place(10.0 + step + Q) == after + Q
+
+
+def test_a_repeated_or_backward_pts_is_a_restart_placed_by_the_wall_clock() -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(10.0)
+    clock.now += 0.5
+    assert timeline.place(10.0) == 0.5  # the same pts again: 0.5 s went by
+    clock.now += 0.5
+    assert timeline.place(9.0) == 1.0  # back in time: likewise
+    assert timeline.discontinuities == 2
+
+
+def test_a_wall_clock_stepped_back_is_no_time_away() -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(10.0)
+    clock.now -= 0.5  # NTP corrected the host's clock
+    assert timeline.place(10.75) == 0.75  # within a second of slack: not a jump
+    assert timeline.discontinuities == 0
+
+
+def test_the_time_away_is_now_minus_the_last_frame_not_a_remainder() -> None:
+    clock = Clock(start=4.0)
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(10.0)
+    clock.now = 14.0  # 10 s without frames
+    timeline.new_session()
+    assert timeline.place(None) == 10.0
+
+
+def test_a_resumed_camera_without_a_delivery_time_starts_one_frame_on() -> None:
+    timeline = Timeline(live=True, interval=Q, clock=Clock())
+    timeline.resume(pts=300.0, wall=None)
+    assert timeline.place(None) == 300.0 + Q
+
+
+@pytest.mark.parametrize(
+    ("first_packet", "lead", "counted"),
+    [
+        (3.0, 0.5, False),  # two frames of reordering: no wait
+        (3.0, 0.625, True),  # just past it
+        (3.0, 1.0, True),
+        (3.0, 4.4, True),  # the first packet's pts is not a divisor of anything
+        (3.0, 59.5, True),
+        (3.0, 60.0, True),  # the longest wait believed
+        (3.0, 60.5, False),  # past it: a clock jump, not a wait
+    ],
+)
+def test_a_keyframe_wait_counts_between_two_frames_and_a_minute(
+    first_packet: float, lead: float, counted: bool
+) -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(0.0)
+    timeline.new_session(clock.now)  # asked for again at once: the session starts a frame on
+    timeline.first_packet(first_packet)
+    assert timeline.place(first_packet + lead) == pytest.approx(Q + (lead if counted else 0.0))
+
+
+def test_a_reordered_first_frame_after_an_outage_starts_at_the_outage_end() -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(0.0)
+    clock.now += 3.0
+    timeline.new_session(clock.now)
+    timeline.first_packet(100.0)
+    assert timeline.place(100.0 + Q) == 3.0  # one frame of reordering adds nothing
+
+
+def test_a_first_frame_without_pts_after_its_first_packet_starts_the_session() -> None:
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(0.0)
+    clock.now += 2.0
+    timeline.new_session(clock.now)
+    timeline.first_packet(50.0)  # RTSP: packets have pts, the first picture has none
+    assert timeline.place(None) == 2.0
+    clock.now += Q
+    assert timeline.place(50.0 + Q) == 2.0 + Q
+
+
+def test_a_pts_that_rounds_onto_the_previous_one_is_moved_a_frame_on() -> None:
+    # Far into a long run, a step of one unit in the last place of the camera's small pts is
+    # lost when added to the large offset: the sum equals the previous output pts.
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.resume(pts=1e9, wall=clock.now)
+    first = timeline.place(1.0)
+    assert first == 1e9 + Q
+    assert timeline.place(math.nextafter(1.0, 2.0)) == first + Q
+    assert timeline.discontinuities == 0
