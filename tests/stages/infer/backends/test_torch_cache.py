@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import asset
 from vapipe.stages.infer.backends.config import TorchConfig
 
 torch = pytest.importorskip("torch")
@@ -23,7 +22,42 @@ pytest.importorskip("onnx2torch")
 from vapipe.stages.infer.backends.pytorch import TorchBackend  # noqa: E402
 from vapipe.stages.infer.backends.torch_cache import ModelCache  # noqa: E402
 
-MODEL = str(asset("models", "yolox_nano.onnx"))
+SIZE = 64
+
+
+def tiny_model(path: Path) -> str:
+    """A two-layer convolutional model (batch 1 in the file, as exported detectors are): the
+    cache's logic is the same for any model, and this one converts, checks and traces in a
+    fraction of YOLOX-Nano's time (test_pytorch.py covers the real ones)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+        for name, shape in (("w1", (8, 3, 3, 3)), ("b1", (8,)), ("w2", (6, 8, 3, 3)))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["images", "w1", "b1"], ["c1"], pads=[1] * 4, strides=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 4, strides=[2, 2]),
+        helper.make_node("Sigmoid", ["c2"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                       [1, 6, SIZE // 4, SIZE // 4])],
+        initializer=weights,
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return tiny_model(tmp_path_factory.mktemp("model") / "tiny.onnx")
+
 
 # A fresh interpreter: what a restart imports, its output on fixed input, its start-up stats.
 LOAD = """
@@ -33,7 +67,8 @@ from vapipe.stages.infer.backends.config import TorchConfig
 from vapipe.stages.infer.backends.pytorch import TorchBackend
 backend = TorchBackend(sys.argv[1], name="det", max_batch=2,
                        config=TorchConfig(device="cpu", cache_dir=sys.argv[2]))
-batch = np.random.default_rng(11).random((2, 3, 416, 416), dtype=np.float32) * 255
+batch = np.random.default_rng(11).random((2, 3, int(sys.argv[4]), int(sys.argv[4])),
+                                         dtype=np.float32) * 255
 np.save(sys.argv[3], backend.run(batch))
 print(json.dumps({"startup": backend.stats()["startup"], "sizes": backend.batch_sizes,
                   "imported": sorted(m for m in ("onnx", "onnx2torch", "torchvision")
@@ -41,9 +76,9 @@ print(json.dumps({"startup": backend.stats()["startup"], "sizes": backend.batch_
 """
 
 
-def load_in_a_fresh_process(cache: Path, out: Path) -> dict:
+def load_in_a_fresh_process(model: str, cache: Path, out: Path) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", LOAD, MODEL, str(cache), str(out)],
+        [sys.executable, "-c", LOAD, model, str(cache), str(out), str(SIZE)],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -55,12 +90,12 @@ def entry_of(cache: Path) -> Path:
     return entry
 
 
-def test_a_warm_start_loads_the_same_model_without_onnx2torch(tmp_path: Path) -> None:
+def test_a_warm_start_loads_the_same_model_without_onnx2torch(tmp_path: Path, model: str) -> None:
     cache = tmp_path / "cache"
-    cold = load_in_a_fresh_process(cache, tmp_path / "cold.npy")
+    cold = load_in_a_fresh_process(model, cache, tmp_path / "cold.npy")
     assert cold["startup"]["cache"] == "built" and "onnx2torch" in cold["imported"]
     assert {"convert_s", "check_s", "trace_s"} <= cold["startup"].keys()
-    warm = load_in_a_fresh_process(cache, tmp_path / "warm.npy")
+    warm = load_in_a_fresh_process(model, cache, tmp_path / "warm.npy")
     assert warm["startup"]["cache"] == "hit", warm["log"]
     assert warm["imported"] == [] and warm["sizes"] == [1, 2]
     assert not {"convert_s", "check_s", "trace_s"} & warm["startup"].keys()
@@ -69,8 +104,8 @@ def test_a_warm_start_loads_the_same_model_without_onnx2torch(tmp_path: Path) ->
     assert meta["key"]["batch_sizes"] == [1, 2] and meta["max_error"] < 1e-3
 
 
-def build(cache: Path, **config: object) -> TorchBackend:
-    return TorchBackend(MODEL, name="det", max_batch=2,
+def build(model: str, cache: Path, **config: object) -> TorchBackend:
+    return TorchBackend(model, name="det", max_batch=2,
                         config=TorchConfig(device="cpu", cache_dir=str(cache), **config))  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -90,35 +125,38 @@ def damage(entry: Path, how: str) -> None:
         (entry / "meta.json").unlink()
 
 
-def test_a_damaged_or_stale_entry_is_rebuilt_and_never_used(tmp_path: Path, caplog) -> None:
+def test_a_damaged_or_stale_entry_is_rebuilt_and_never_used(
+    tmp_path: Path, caplog, model: str
+) -> None:
     cache = tmp_path / "cache"
-    batch = np.random.default_rng(4).random((2, 3, 416, 416), dtype=np.float32) * 255
-    expected = build(cache).run(batch)
+    batch = np.random.default_rng(4).random((2, 3, SIZE, SIZE), dtype=np.float32) * 255
+    expected = build(model, cache).run(batch)
     for how in ("flipped byte", "truncated", "other key", "no meta"):
         caplog.clear()
         entry = entry_of(cache)
         damage(entry, how)
-        again = build(cache)
+        again = build(model, cache)
         assert again.startup["cache"] == "built", how
         assert "unusable" in caplog.text and str(entry) in caplog.text, how
         assert np.array_equal(again.run(batch), expected), how
-    assert build(cache).startup["cache"] == "hit"
+    assert build(model, cache).startup["cache"] == "hit"
 
 
-def test_the_key_tells_devices_dtypes_and_batch_sizes_apart(tmp_path: Path) -> None:
+def test_the_key_tells_devices_dtypes_and_batch_sizes_apart(tmp_path: Path, model: str) -> None:
     cache = tmp_path / "cache"
-    build(cache)
-    TorchBackend(MODEL, name="det", max_batch=1,
+    build(model, cache)
+    TorchBackend(model, name="det", max_batch=1,
                  config=TorchConfig(device="cpu", cache_dir=str(cache)))  # fmt: skip
     entries = [p for p in (cache / "torch").iterdir() if p.is_dir()]
     keys = [json.loads((p / "meta.json").read_text())["key"]["batch_sizes"] for p in entries]
     assert sorted(keys) == [[1], [1, 2]]
 
 
-def test_shards_starting_together_build_one_entry(tmp_path: Path) -> None:
+def test_shards_starting_together_build_one_entry(tmp_path: Path, model: str) -> None:
     cache = tmp_path / "cache"
-    command = [sys.executable, "-c", LOAD, MODEL, str(cache)]
-    runs = [subprocess.Popen([*command, str(tmp_path / f"{i}.npy")], stdout=subprocess.PIPE,
+    command = [sys.executable, "-c", LOAD, model, str(cache)]
+    runs = [subprocess.Popen([*command, str(tmp_path / f"{i}.npy"), str(SIZE)],
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for i in range(2)]  # fmt: skip
     results = []
     for run in runs:
@@ -131,11 +169,11 @@ def test_shards_starting_together_build_one_entry(tmp_path: Path) -> None:
 
 
 def test_a_shard_that_waited_for_the_build_loads_it_after_the_lock(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str
 ) -> None:
     # Shards that wait for one builder load side by side, not one by one under the lock.
     cache = tmp_path / "cache"
-    build(cache)  # what the builder shard left
+    build(model, cache)  # what the builder shard left
     seen = {"locked": False, "loads": [], "missed": False}
     real_load, real_locked = ModelCache.load, ModelCache.locked
 
@@ -157,12 +195,14 @@ def test_a_shard_that_waited_for_the_build_loads_it_after_the_lock(
 
     monkeypatch.setattr(ModelCache, "load", load)
     monkeypatch.setattr(ModelCache, "locked", locked)
-    backend = build(cache)
+    backend = build(model, cache)
     assert backend.startup["cache"] == "hit", "built again what another shard had built"
     assert seen["loads"] == [False, False], "loaded while holding the lock"
 
 
-def test_a_trace_that_changes_the_output_is_refused(tmp_path: Path, monkeypatch) -> None:
+def test_a_trace_that_changes_the_output_is_refused(
+    tmp_path: Path, monkeypatch, model: str
+) -> None:
     from vapipe.stages.infer.backends import pytorch
     from vapipe.stages.infer.backends.cuda_graphs import first_output
 
@@ -181,5 +221,5 @@ def test_a_trace_that_changes_the_output_is_refused(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(pytorch, "specialise", off_by_one)
     with pytest.raises(Exception, match=r"traced module .* differs"):
-        build(tmp_path / "cache")
+        build(model, tmp_path / "cache")
     assert not [p for p in (tmp_path / "cache" / "torch").iterdir() if p.is_dir()]
