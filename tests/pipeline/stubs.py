@@ -161,3 +161,42 @@ class HoldUntilFlush(Stage):
     def flush(self) -> list[Item]:
         held, self.held = self.held, []
         return held
+
+
+@register("test-log")
+class Log(Stage):
+    """Records items and in-band messages in the order they came, as (what, source, detail)."""
+
+    def open(self, context: Any) -> None:
+        self.log: list[tuple[str, str, Any]] = []
+        self._lock = threading.Lock()
+
+    def process(self, item: Item) -> tuple[Item]:
+        with self._lock:
+            self.log.append(("item", item.source_id, item.seq))
+        return (item,)
+
+    def handle_message(self, message: Any) -> tuple[Any]:
+        with self._lock:
+            self.log.append(("message", message.source_id, message.kind))
+        return (message,)
+
+    def of(self, source_id: str) -> list[tuple[str, str, Any]]:
+        with self._lock:
+            return [entry for entry in self.log if entry[1] == source_id]
+
+
+class FailingSourceConfig(CountingSourceConfig):
+    fail_after: int = 3
+
+
+@register("test-fail-source")
+class FailingSource(CountingSource):
+    """A source that raises after ``fail_after`` items (a camera whose decoder broke)."""
+
+    Config = FailingSourceConfig
+
+    def frames(self) -> Iterator[Item]:
+        for seq in range(self.config.fail_after):
+            yield Item(self.name, seq)
+        raise RuntimeError("decoder broke")
