@@ -36,7 +36,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/sinks/test_http_post.py", "tests/stages/sinks/test_webhook.py"
     ],
     "pipeline/shard_stats.py": ["tests/pipeline/test_shards.py"],
-    "pipeline/urls.py": ["tests/pipeline/test_masking.py", "tests/pipeline/test_service_checks.py"],
+    "pipeline/urls.py": ["tests/pipeline/test_urls.py"],
     "pipeline/media_roots.py": ["tests/pipeline/test_service_checks.py"],
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
     "pipeline/overrides.py": ["tests/pipeline/test_config.py"],
