@@ -136,7 +136,7 @@ class ByteTracker:
         self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections, primary: np.ndarray
     ) -> None:
         """Each matched detection, and every duplicate merged into it, votes for its class."""
-        if len(rows) == 0:
+        if not len(rows):
             return
         track_of = np.full(len(dets), -1, np.int64)
         track_of[det_rows] = rows
@@ -144,7 +144,7 @@ class ByteTracker:
         voters = voters[track_of[primary[voters]] >= 0]
         det_index = np.concatenate((det_rows, voters))
         track_rows = np.concatenate((rows, track_of[primary[voters]]))
-        self._grow_votes(int(dets.class_id.max(initial=0)))
+        self._grow_votes(int(dets.class_id.max()))  # rows matched: there are detections
         np.add.at(self.votes, (track_rows, dets.class_id[det_index]), dets.score[det_index])
         self.class_id[rows] = self.votes[rows].argmax(axis=1)
 
@@ -161,14 +161,14 @@ class ByteTracker:
         and the class, the track's voted one on tracked detections."""
         track_id = np.full(len(dets), -1, np.int64)
         class_id = dets.class_id.copy()
-        confirmed = self.ids[rows] > 0
+        confirmed = self.ids[rows].astype(bool)  # an id is 0 until the track is confirmed
         track_id[det_rows[confirmed]] = self.ids[rows][confirmed]
         class_id[det_rows[confirmed]] = self.class_id[rows][confirmed]
         return track_id, class_id
 
     def _start(self, dets: Detections, time_s: float) -> np.ndarray:
         """New tracks for ``dets``; returns their ids (-1 while not confirmed)."""
-        if len(dets) == 0:
+        if not len(dets):
             return np.zeros(0, np.int64)
         mean, cov = kalman.initiate(dets.xyxy)
         count = len(dets)
@@ -189,7 +189,7 @@ class ByteTracker:
         self.last_seen = np.concatenate((self.last_seen, np.full(count, time_s)))
         self.mean = np.concatenate((self.mean, mean))
         self.cov = np.concatenate((self.cov, cov))
-        return np.where(ids > 0, ids, -1)
+        return np.where(ids.astype(bool), ids, -1)
 
     def _select(self, keep: np.ndarray) -> None:
         self.ids, self.class_id, self.state = self.ids[keep], self.class_id[keep], self.state[keep]

@@ -8,7 +8,7 @@ import pytest
 
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.bytetrack import ByteTracker, iou_matrix
+from vapipe.stages.track.bytetrack import ByteTracker, duplicates_of, iou_matrix
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
 
@@ -266,3 +266,75 @@ def test_an_expired_tracks_votes_go_with_it() -> None:
     assert len(tracker) == 2, "the person's track did not expire"
     assert classes[25] == [2] and classes[-1] == [2, 1], classes[-1]
     assert tracker.votes.shape[0] == len(tracker) and tracker.votes[:, 0].max() == 0.0
+
+
+def square(x: float) -> tuple[float, float, float, float]:
+    return (x, 0.0, x + 10.0, 10.0)
+
+
+@pytest.mark.parametrize("order", ["best first", "best second"])
+def test_a_duplicate_keeps_the_primary_it_was_given(order: str) -> None:
+    # A (person, best) and B (bicycle) name one box; C (another person on it, weaker) must not
+    # take B over, wherever A sits in the list (index 0 or not).
+    a, x, b, c = square(0), square(500), square(0), square(0)
+    if order == "best first":
+        found = dets([a, x, b, c], scores=[0.9, 0.95, 0.8, 0.7], classes=[0, 0, 1, 0])
+        expected = [-1, -1, 0, -1]
+    else:
+        found = dets([x, a, b, c], scores=[0.95, 0.9, 0.8, 0.7], classes=[0, 0, 1, 0])
+        expected = [-1, -1, 1, -1]
+    assert duplicates_of(found, 0.8).tolist() == expected
+
+
+def test_every_detection_is_looked_at_after_one_already_merged() -> None:
+    # Two objects, each named twice: the second pair is merged too.
+    found = dets([square(0), square(0), square(100), square(100)],
+                 scores=[0.9, 0.8, 0.7, 0.6], classes=[0, 1, 0, 1])  # fmt: skip
+    assert duplicates_of(found, 0.8).tolist() == [-1, 0, -1, 2]
+
+
+def test_a_duplicate_of_a_lower_class_id_is_merged_too() -> None:
+    # The best box is class 2 (car) and its duplicate class 0, and the other way round.
+    assert duplicates_of(dets([square(0)] * 2, [0.9, 0.8], [2, 0]), 0.8).tolist() == [-1, 0]
+    assert duplicates_of(dets([square(0)] * 2, [0.9, 0.8], [0, 2]), 0.8).tolist() == [-1, 0]
+
+
+def test_merging_takes_an_iou_of_exactly_merge_iou_and_1_turns_it_off() -> None:
+    half = dets([(0, 0, 2, 1), (0, 0, 1, 1)], [0.9, 0.8], [0, 1])  # IoU exactly 0.5
+    assert duplicates_of(half, 0.5).tolist() == [-1, 0]
+    same = dets([square(0)] * 2, [0.9, 0.8], [0, 1])  # IoU exactly 1
+    assert duplicates_of(same, 1.0).tolist() == [-1, -1]
+    assert duplicates_of(same, 0.999).tolist() == [-1, 0]
+
+
+def test_a_duplicate_votes_for_the_track_of_its_own_primary() -> None:
+    # Two tracked people; then the second (track row 1, detection 1) is named twice, bicycle
+    # first: its person duplicate votes for the second track, not for the first.
+    tracker = ByteTracker(TrackConfig())
+    tracker.update(dets([square(0), square(100)], [0.9, 0.9], [0, 0]), 0.0)
+    named_twice = dets([square(0), square(100), square(100)], [0.9, 0.9, 0.8], [0, 1, 0])
+    tracker.update(named_twice, 1 / 25)
+    assert tracker.votes[0].tolist() == pytest.approx([1.8, 0.0])
+    assert tracker.votes[1].tolist() == pytest.approx([1.7, 0.9])
+
+
+def test_a_new_class_column_keeps_every_track_s_votes_in_its_own_class() -> None:
+    # Two tracks of class 0; then class 1 appears on the first: the votes of class 0 stay in
+    # class 0's column for both (a widened table with the old one copied to the wrong place
+    # would give the first track a class-1 lead).
+    tracker = ByteTracker(TrackConfig())
+    tracker.update(dets([square(0), square(100)], [0.9, 0.9], [0, 0]), 0.0)
+    out = tracker.update(dets([square(0), square(100)], [0.5, 0.9], [1, 0]), 1 / 25)
+    assert out.class_id.tolist() == [0, 0]
+    assert tracker.votes[0].tolist() == pytest.approx([0.9, 0.5])
+    assert tracker.votes[1].tolist() == pytest.approx([1.8, 0.0])
+
+
+def test_with_confirm_frames_1_a_later_track_has_an_id_at_once() -> None:
+    tracker = ByteTracker(TrackConfig(confirm_frames=1))
+    tracker.update(dets([square(0)]), 0.0)
+    later = tracker.update(dets([square(0), square(300)]), 1 / 25)
+    assert later.track_id.tolist() == [1, 2]
+    waiting = ByteTracker(TrackConfig(confirm_frames=2))
+    waiting.update(dets([square(0)]), 0.0)
+    assert waiting.update(dets([square(0), square(300)]), 1 / 25).track_id.tolist() == [1, -1]
