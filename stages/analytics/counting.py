@@ -20,10 +20,10 @@ class Crossing:
     """A track on the other side of a line, not yet counted: it must stay there for
     ``min_crossing_frames`` and get ``min_crossing_px`` past the line first."""
 
+    position: float
+    """Where along the line (0 start, 1 end) it first came over."""
     frames: int = 0
     depth: float = 0.0
-    position: float = 0.0
-    """Where along the line (0 start, 1 end) it first came over."""
 
 
 @dataclass

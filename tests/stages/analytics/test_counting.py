@@ -271,3 +271,52 @@ def test_the_default_anchor_is_the_bottom_centre_of_the_box() -> None:
     assert crossings(events) == [(1, "in")]
     centre, _ = run({"lines": [line], "anchor": "center"}, {1: down})
     assert crossings(centre) == []
+
+
+@pytest.mark.parametrize(("y", "expected"), [(0, [(1, "out")]), (200, [(1, "out")]), (-10, [])])
+def test_a_crossing_at_either_end_point_counts_and_one_past_the_start_does_not(
+    y: float, expected: list[tuple[int, str]]
+) -> None:
+    events, _ = run({"lines": [LINE]}, {1: walk(20, 180, 17, y=y)})
+    assert crossings(events) == expected
+
+
+def test_a_sighting_within_the_hysteresis_band_is_on_neither_side() -> None:
+    # 2 px past the line, inside the 4 px band: not over it, so nothing completes there
+    # even with no depth or frame rule.
+    events, _ = run(
+        {"lines": [LINE], "min_crossing_px": 0}, {1: [(90, 100), (102, 100), (90, 100)]}
+    )
+    assert crossings(events) == []
+    events, _ = run({"lines": [LINE], "min_crossing_px": 0}, {1: [(90, 100), (104, 100)]})
+    assert crossings(events) == [(1, "out")]  # at the band's edge: over
+
+
+@pytest.mark.parametrize(
+    ("path", "direction"),
+    [([(99.5, 100), (100.5, 100)], "out"), ([(100.5, 100), (99.5, 100)], "in")],
+)
+def test_the_direction_is_the_side_crossed_to_within_a_pixel(path: Path, direction: str) -> None:
+    config = {"lines": [LINE], "min_crossing_px": 0, "hysteresis_px": 0}
+    events, _ = run(config, {1: path})
+    assert crossings(events) == [(1, direction)]
+
+
+def test_a_track_unseen_for_exactly_lost_s_is_still_there() -> None:
+    # Track 1 in the bay at 0 s, then unseen; track 2 keeps the frames coming. At 1.0 s it
+    # has been away exactly lost_s (kept), at 1.1 s longer (gone).
+    inside: Path = [(250, 100)]
+    other: Path = [(20, 50)] * 13
+    events, _ = run({"zones": [ZONE], "lost_s": 1.0}, {1: inside, 2: other})
+    exits = [(e["seq"], e["reason"]) for e in events if e["event"] == "zone_exit"]
+    assert exits == [(11, "lost")]
+
+
+def test_dwell_times_are_rounded_to_the_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(globals(), "FPS", 7.0)  # frames 1/7 s apart: times with many decimals
+    zone = {**ZONE, "dwell_s": 0.4}
+    path: Path = [(250, 100)] * 4 + [(350, 100)]
+    events, _ = run({"zones": [zone]}, {1: path})
+    dwell = [e["dwell_s"] for e in events if e["event"] == "zone_dwell"]
+    exit_ = [e["dwell_s"] for e in events if e["event"] == "zone_exit"]
+    assert dwell == [0.429] and exit_ == [0.571]  # 3/7 and 4/7 s
