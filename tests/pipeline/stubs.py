@@ -169,6 +169,7 @@ class Log(Stage):
 
     def open(self, context: Any) -> None:
         self.log: list[tuple[str, str, Any]] = []
+        self.messages: list[Any] = []
         self._lock = threading.Lock()
 
     def process(self, item: Item) -> tuple[Item]:
@@ -179,6 +180,7 @@ class Log(Stage):
     def handle_message(self, message: Any) -> tuple[Any]:
         with self._lock:
             self.log.append(("message", message.source_id, message.kind))
+            self.messages.append(message)
         return (message,)
 
     def of(self, source_id: str) -> list[tuple[str, str, Any]]:

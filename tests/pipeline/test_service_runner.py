@@ -252,3 +252,113 @@ def test_an_open_that_fails_after_it_was_abandoned_closes_nothing() -> None:
     stage.release.set()
     opener.join(30)  # the abandoned open came back with its error
     assert not opener.is_alive() and not stage.closed.is_set()
+
+
+class Recording(stubs.CountingSource):
+    """A source that keeps the context it was opened with."""
+
+    contexts: list[Any] = []
+
+    def open(self, context: Any) -> None:
+        super().open(context)
+        Recording.contexts.append(context)
+
+
+def test_an_added_source_is_opened_with_the_run_s_sources_and_a_default_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vapipe.pipeline import service_runner
+
+    timeouts: list[float] = []
+    real = service_runner.open_within
+    monkeypatch.setattr(
+        service_runner, "open_within",
+        lambda stage, context, timeout_s: (timeouts.append(timeout_s), real(stage, context, 5))[1],
+    )  # fmt: skip
+    Recording.contexts = []
+
+    def scenario(runner: ServiceRunner) -> None:
+        cfg = stubs.CountingSource.Config(count=1_000_000, delay_s=0.01)
+        started = time.monotonic()
+        node = runner.add_source("cam", NodeSpec("cam", Recording, cfg, None), "src")
+        took = time.monotonic() - started
+        assert 0 <= node.open_s <= took
+        assert [link.name for link in node.outputs] == ["cam ! sink"]
+        runner.add_source("cam2", NodeSpec("cam2", Recording, cfg, None), "src", 3.0)
+        assert runner.remove_source("cam", "src", timeout_s=30)
+        assert runner.remove_source("cam2", "src", timeout_s=30)
+        inbox = runner.nodes()["sink"].inbox
+        assert [link.name for link in inbox.links] == ["src ! sink"]  # theirs are retired
+
+    serve(scenario)
+    assert timeouts == [10.0, 3.0]  # OPEN_TIMEOUT_S unless the source has its own
+    assert [c.source_ids for c in Recording.contexts] == [["src", "cam"], ["src", "cam", "cam2"]]
+    assert [c.sources_in_run for c in Recording.contexts] == [2, 3]
+
+
+def test_an_added_source_is_linked_as_its_template_is_and_nowhere_else() -> None:
+    # Node names on either side of the template's in sort order: a link is made for the
+    # template's own edges only.
+    chain = """\
+links = ["src ! alpha ! work ! sink"]
+[nodes.src]
+type = "test-count"
+count = 1000000
+delay_s = 0.01
+[nodes.alpha]
+type = "test-collect"
+[nodes.work]
+type = "test-collect"
+[nodes.sink]
+type = "test-log"
+"""
+
+    def scenario(runner: ServiceRunner) -> None:
+        node = runner.add_source("cam", counting(1_000_000, 0.01), "src")
+        assert [link.name for link in node.outputs] == ["cam ! alpha"]
+        assert runner.remove_source("cam", "src", timeout_s=30)
+
+    serve(scenario, chain)
+
+
+def test_a_service_whose_streams_were_all_removed_takes_the_next_one() -> None:
+    def scenario(runner: ServiceRunner) -> None:
+        assert runner.remove_source("src", "src", timeout_s=30)  # the template's own
+        runner.add_source("cam", counting(1_000_000, 0.005), "src")
+        wait(lambda: len(sink_of(runner).of("cam")) >= 3, "the next stream's frames")
+        assert runner.remove_source("cam", "src", timeout_s=30)
+
+    serve(scenario)
+
+
+def test_source_removed_names_the_source_s_uri() -> None:
+    def scenario(runner: ServiceRunner) -> None:
+        runner.add_source("cam", counting(2), "src")
+        assert runner.remove_source("cam", "src", timeout_s=30)
+
+    runner = serve(scenario)
+    removed = [m for m in sink_of(runner).messages if m.kind == "source_removed"]
+    assert [m.data for m in removed] == [{"uri": ""}]  # the stub has no URI
+
+
+DRAINING = """\
+links = ["src ! sink"]
+[nodes.src]
+type = "test-count"
+count = 1
+[nodes.sink]
+type = "test-collect"
+delay_s = 0.2
+"""
+
+
+def test_a_removal_waits_for_the_drain_until_its_timeout_and_no_longer() -> None:
+    # The source ends at once (its 4 frames fit in the queue); the sink takes 0.8 s to reach
+    # its source_removed.
+    def scenario(runner: ServiceRunner) -> None:
+        runner.add_source("cam", counting(4), "src")
+        assert runner.remove_source("cam", "src", timeout_s=0.3) is False
+        runner.add_source("cam2", counting(4), "src")
+        assert runner.remove_source("cam2", "src", timeout_s=30) is True
+
+    serve(scenario, DRAINING)
