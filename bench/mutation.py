@@ -59,10 +59,42 @@ PARTS: dict[str, tuple[str, ...]] = {
 """Module -> the functions mutated (default: the whole module)."""
 
 
-def _annotation_only(changed: list[str]) -> bool:
-    """Whether a mutant changed only an annotation: a ``def`` line's, or an annotated
-    assignment's (``self.x: A | None = []``) with the same target and value."""
+class _NoAnnotations(ast.NodeTransformer):
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.returns = None
+        return self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        node.annotation = ast.Constant(None)
+        return self.generic_visit(node)
+
+
+def _same_without_annotations(module: str, line: int, changed: list[str]) -> bool:
+    """Whether the module with ``changed`` applied at ``line`` is the module itself once every
+    annotation is dropped (a parameter's on a wrapped signature line, say)."""
+    source = (REPO / module).read_text().splitlines()
+    if len(changed) < 2 or not 0 < line <= len(source) or source[line - 1] != changed[0][1:]:
+        return False
+    mutated = [*source[: line - 1], changed[1][1:], *source[line:]]
+    try:
+        trees = [ast.parse("\n".join(text)) for text in (source, mutated)]
+    except SyntaxError:
+        return False
+    plain = [ast.dump(_NoAnnotations().visit(tree)) for tree in trees]
+    return plain[0] == plain[1]
+
+
+def _annotation_only(changed: list[str], module: str = "", line: int = 0) -> bool:
+    """Whether a mutant changed only an annotation: a ``def`` line's, an annotated
+    assignment's (``self.x: A | None = []``) with the same target and value, or any other
+    whose module is the same program without its annotations."""
     if changed[0][1:].lstrip().startswith("def "):
+        return True
+    if module and _same_without_annotations(module, line, changed):
         return True
     try:
         before, after = (ast.parse(line[1:].strip()).body[0] for line in changed[:2])
@@ -136,7 +168,7 @@ def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
                 # Under `from __future__ import annotations` an annotation is never
                 # evaluated: a mutant there (`float | None` to `float ** None`) is the same
                 # program, which no test can tell apart.
-                if changed and _annotation_only(changed):
+                if changed and _annotation_only(changed, module, mutation.start_pos[0]):
                     outcome = "equivalent"
                 else:
                     survivors.append({"line": mutation.start_pos[0],
