@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -200,9 +201,10 @@ def test_no_other_site_s_page_can_add_or_remove_a_stream() -> None:
     assert own.status_code == 201, own.text
     # Reading is not refused by Origin (no state changes; the token guards data).
     assert client.get("/api/streams", headers={"Origin": "http://evil.example"}).status_code == 200
-    assert "access-control-allow-origin" not in client.get(
-        "/api/streams", headers={"Origin": "http://evil.example"}
-    ).headers
+    assert (
+        "access-control-allow-origin"
+        not in client.get("/api/streams", headers={"Origin": "http://evil.example"}).headers
+    )
 
 
 def test_cors_origins_let_a_configured_dashboard_in() -> None:
@@ -229,3 +231,40 @@ def test_json_nested_too_deep_is_a_bad_request() -> None:
     answer = client.post("/api/streams", content=deep, headers=JSON)
     assert answer.status_code == 400
     assert answer.json()["error"] == "the body is not JSON this service reads: nested too deep"
+
+
+class Previewing(StandIn):
+    """A stream whose preview is a new picture at every call; the service stops after three."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settings = ServeSettings(preview_fps=5)
+        self.asked: list[Any] = []
+
+    def describe(self, stream_id: str) -> dict[str, Any]:
+        return STREAM
+
+    def preview(self, stream_id: str, width: int, after: Any = None) -> tuple[int, bytes]:
+        self.asked.append((stream_id, width, after))
+        seq = len(self.asked)
+        if seq == 3:
+            self.stopping.set()
+        return seq, b"JPEG" + bytes([seq]) * seq
+
+
+def test_the_mjpeg_preview_is_one_part_per_new_picture_at_the_preview_rate() -> None:
+    service = Previewing()
+    client = TestClient(make_app(service), base_url=LOCAL)  # type: ignore[arg-type]
+    started = time.monotonic()
+    response = client.get("/streams/cam/mjpeg")
+    took = time.monotonic() - started
+    assert response.headers["content-type"] == "multipart/x-mixed-replace; boundary=frame"
+    expected = b"".join(
+        b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n"
+        % (4 + seq, b"JPEG" + bytes([seq]) * seq)
+        for seq in (1, 2, 3)
+    )
+    assert response.content == expected
+    # each call asks for a picture newer than the one sent, at the configured width
+    assert service.asked == [("cam", 640, None), ("cam", 640, 1), ("cam", 640, 2)]
+    assert took >= 2 / 5  # three parts at 5 per second: paced, not as fast as it can
