@@ -320,3 +320,28 @@ def test_dwell_times_are_rounded_to_the_millisecond(monkeypatch: pytest.MonkeyPa
     dwell = [e["dwell_s"] for e in events if e["event"] == "zone_dwell"]
     exit_ = [e["dwell_s"] for e in events if e["event"] == "zone_exit"]
     assert dwell == [0.429] and exit_ == [0.571]  # 3/7 and 4/7 s
+
+
+def test_a_filtered_class_before_a_counted_one_does_not_stop_the_count() -> None:
+    line = {**LINE, "classes": ["car"]}
+    events, _ = run({"lines": [line]}, {1: walk(20, 180, 17), 2: walk(20, 180, 17, y=120)},
+                    classes={1: 0, 2: 2})  # fmt: skip
+    assert crossings(events) == [(2, "out")]
+
+
+def test_untracked_detections_never_count() -> None:
+    events, _ = run({"lines": [LINE], "zones": [ZONE]}, {-1: walk(20, 280, 27)})
+    assert events == []
+
+
+def test_a_crossing_as_deep_as_min_crossing_px_counts_and_shallower_does_not() -> None:
+    events, _ = run({"lines": [LINE]}, {1: [(90, 100), (112, 100)]})  # 12 px past: counts
+    assert crossings(events) == [(1, "out")]
+    config = {"lines": [LINE], "hysteresis_px": 0, "min_crossing_px": 1}
+    events, _ = run(config, {1: [(99.5, 100), (100.5, 100)]})  # half a pixel: not yet
+    assert crossings(events) == []
+
+
+def test_a_zone_is_entered_at_exactly_the_hysteresis_distance_inside() -> None:
+    events, _ = run({"zones": [ZONE]}, {1: [(150, 100), (204, 100)]})  # 4 px inside the bay
+    assert [e["event"] for e in events] == ["zone_enter"]
