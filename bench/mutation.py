@@ -193,7 +193,8 @@ def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
 
 def _only(result: dict) -> str:
     functions = result.get("functions")
-    return f" ({', '.join(functions)})" if functions else ""
+    part = f" ({', '.join(functions)})" if functions else ""
+    return part + (f" **partial: {result['partial']}**" if result.get("partial") else "")
 
 
 def write_report(results: list[dict], commit: str) -> None:
