@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from tests.e2e.helpers import wait_for
 from tests.pipeline import stubs
 from vapipe.pipeline import config, graph
 from vapipe.pipeline.config import NodeSpec
@@ -58,15 +59,7 @@ def test_a_policy_the_config_set_for_the_template_s_link_is_kept() -> None:
     assert added_link(sized, True) == (Leaky.DOWNSTREAM, 3)
 
 
-LOGGED = """\
-links = ["src ! sink"]
-[nodes.src]
-type = "test-count"
-count = 1000000
-delay_s = 0.01
-[nodes.sink]
-type = "test-log"
-"""
+LOGGED = TEMPLATE.replace('type = "test-collect"', 'type = "test-log"')
 
 
 def serve(scenario: Callable[[ServiceRunner], None], text: str = LOGGED) -> ServiceRunner:
@@ -101,19 +94,12 @@ def sink_of(runner: ServiceRunner) -> stubs.Log:
     return cast(stubs.Log, runner.nodes()["sink"].stage)
 
 
-def wait(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_a_removed_source_drains_behind_its_last_frame_and_leaves_nothing() -> None:
     def scenario(runner: ServiceRunner) -> None:
         node = runner.add_source("cam", counting(1_000_000, 0.005), "src")
         assert sorted(runner.source_ids()) == ["cam", "src"]
         sink = sink_of(runner)
-        wait(lambda: len(sink.of("cam")) >= 5, "frames of the added source")
+        wait_for(lambda: len(sink.of("cam")) >= 5, 30, "frames of the added source")
         # per-source series the removal must take away
         sink_node = runner.nodes()["sink"]
         sink_node.metrics.latency["cam"] = Histogram()
@@ -133,7 +119,7 @@ def test_a_removed_source_drains_behind_its_last_frame_and_leaves_nothing() -> N
         assert "cam" not in shared.stats.dropped_by_source
         assert shared.stats.dropped_by_source["src"] == 1  # the others' are kept
         count = len(sink.of("src"))
-        wait(lambda: len(sink.of("src")) > count, "the template's source going on")
+        wait_for(lambda: len(sink.of("src")) > count, 30, "the template's source going on")
 
     serve(scenario)
 
@@ -143,7 +129,7 @@ def test_a_source_that_ended_keeps_its_links_until_it_is_removed() -> None:
         node = runner.add_source("cam", counting(3), "src")
         sink = sink_of(runner)
         node.finished.wait(30)
-        wait(lambda: len(sink.of("cam")) == 3, "its three frames")
+        wait_for(lambda: len(sink.of("cam")) == 3, 30, "its three frames")
         # ended by itself: no source_removed and no end of its link yet
         assert all(kind == "item" for kind, _, _ in sink.of("cam"))
         assert "cam" in runner.source_ids()
@@ -160,7 +146,7 @@ def test_a_source_ended_by_itself_is_ended_by_the_stop() -> None:
     def scenario(runner: ServiceRunner) -> None:
         seen["node"] = node = runner.add_source("cam", counting(2), "src")
         node.finished.wait(30)
-        wait(lambda: len(sink_of(runner).of("cam")) == 2, "its frames")
+        wait_for(lambda: len(sink_of(runner).of("cam")) == 2, 30, "its frames")
 
     runner = serve(scenario)  # returns only once every link ended: the parked one too
     assert sink_of(runner).of("cam") == [("item", "cam", 0), ("item", "cam", 1)]
@@ -171,11 +157,11 @@ def test_a_failed_source_is_said_and_the_service_goes_on(caplog) -> None:
         cfg = stubs.FailingSource.Config(fail_after=2)
         spec = NodeSpec("bad", stubs.FailingSource, cfg, None)
         node = runner.add_source("bad", spec, "src")
-        wait(lambda: node.error is not None, "the failure")
+        wait_for(lambda: node.error is not None, 30, "the failure")
         assert node.error == "decoder broke"
         sink = sink_of(runner)
         count = len(sink.of("src"))
-        wait(lambda: len(sink.of("src")) > count + 3, "the others going on")
+        wait_for(lambda: len(sink.of("src")) > count + 3, 30, "the others going on")
         assert runner.remove_source("bad", "src", timeout_s=30) is True
 
     serve(scenario)
@@ -195,7 +181,7 @@ def test_a_removal_that_does_not_drain_in_time_says_so() -> None:
     def scenario(runner: ServiceRunner) -> None:
         runner.add_source("cam", counting(1_000_000), "src")
         sink = cast(stubs.Collect, runner.nodes()["sink"].stage)
-        wait(lambda: any(item.source_id == "cam" for item in sink.items), "a frame of cam")
+        wait_for(lambda: any(item.source_id == "cam" for item in sink.items), 30, "a frame of cam")
         # the sink takes 0.2 s a frame and a full queue is ahead of the removal message
         assert runner.remove_source("cam", "src", timeout_s=0.05) is False
 
@@ -325,7 +311,7 @@ def test_a_service_whose_streams_were_all_removed_takes_the_next_one() -> None:
     def scenario(runner: ServiceRunner) -> None:
         assert runner.remove_source("src", "src", timeout_s=30)  # the template's own
         runner.add_source("cam", counting(1_000_000, 0.005), "src")
-        wait(lambda: len(sink_of(runner).of("cam")) >= 3, "the next stream's frames")
+        wait_for(lambda: len(sink_of(runner).of("cam")) >= 3, 30, "the next stream's frames")
         assert runner.remove_source("cam", "src", timeout_s=30)
 
     serve(scenario)

@@ -214,6 +214,18 @@ def test_a_resumed_camera_without_a_delivery_time_starts_one_frame_on() -> None:
     assert timeline.place(None) == 300.0 + Q
 
 
+def reconnected(away: float, first_packet: float) -> tuple[Timeline, Clock]:
+    """A camera's timeline after one frame at 0, asked for again ``away`` seconds later, whose
+    new session's first video packet has pts ``first_packet``."""
+    clock = Clock()
+    timeline = Timeline(live=True, interval=Q, clock=clock)
+    timeline.place(0.0)
+    clock.now += away
+    timeline.new_session(clock.now)
+    timeline.first_packet(first_packet)
+    return timeline, clock
+
+
 @pytest.mark.parametrize(
     ("first_packet", "lead", "counted"),
     [
@@ -229,31 +241,17 @@ def test_a_resumed_camera_without_a_delivery_time_starts_one_frame_on() -> None:
 def test_a_keyframe_wait_counts_between_two_frames_and_a_minute(
     first_packet: float, lead: float, counted: bool
 ) -> None:
-    clock = Clock()
-    timeline = Timeline(live=True, interval=Q, clock=clock)
-    timeline.place(0.0)
-    timeline.new_session(clock.now)  # asked for again at once: the session starts a frame on
-    timeline.first_packet(first_packet)
+    timeline, _ = reconnected(0.0, first_packet)  # at once: the session starts a frame on
     assert timeline.place(first_packet + lead) == pytest.approx(Q + (lead if counted else 0.0))
 
 
 def test_a_reordered_first_frame_after_an_outage_starts_at_the_outage_end() -> None:
-    clock = Clock()
-    timeline = Timeline(live=True, interval=Q, clock=clock)
-    timeline.place(0.0)
-    clock.now += 3.0
-    timeline.new_session(clock.now)
-    timeline.first_packet(100.0)
+    timeline, _ = reconnected(3.0, 100.0)
     assert timeline.place(100.0 + Q) == 3.0  # one frame of reordering adds nothing
 
 
 def test_a_first_frame_without_pts_after_its_first_packet_starts_the_session() -> None:
-    clock = Clock()
-    timeline = Timeline(live=True, interval=Q, clock=clock)
-    timeline.place(0.0)
-    clock.now += 2.0
-    timeline.new_session(clock.now)
-    timeline.first_packet(50.0)  # RTSP: packets have pts, the first picture has none
+    timeline, clock = reconnected(2.0, 50.0)  # RTSP: packets have pts, the first picture none
     assert timeline.place(None) == 2.0
     clock.now += Q
     assert timeline.place(50.0 + Q) == 2.0 + Q
