@@ -30,38 +30,38 @@ _LETTER = re.compile("[A-Za-z]")
 _PORT = re.compile(r"\d+(?:\?|$)")
 
 
-def _scheme_before(token: str, slashes: int, floor: int = 0) -> bool:
+def _scheme_before(token: str, slashes: int) -> bool:
     """Whether a scheme (a letter, then letters, digits, '+', '.' or '-', then an optional
-    ':') ends right before ``token[slashes]``. It cannot reach back past a '/', so ``floor``
-    (the end of the '//' before) bounds the look: the looks over one token are linear."""
+    ':') ends right before ``token[slashes]``. The look back stops at the first character no
+    scheme holds, so it never passes the '/' of an earlier '//': the looks over one token are
+    linear."""
     end = slashes - 1 if slashes and token[slashes - 1] == ":" else slashes
-    head = token[floor:end]
-    run = head[len(head.rstrip(_SCHEME_CHARS)) :]
-    return _LETTER.search(run) is not None
+    start = end
+    while start > 0 and token[start - 1] in _SCHEME_CHARS:
+        start -= 1
+    return _LETTER.search(token, start, end) is not None
 
 
 def _split_token(token: str) -> tuple[str, str | None, str]:
     """(before, user-info or None, after) of a whole URL: ``before + user-info + after``."""
     last_at = token.rfind("@")
-    floor, slashes = 0, token.find("//")
+    slashes = token.find("//")
     while slashes != -1 and slashes + 2 <= last_at:
-        if _scheme_before(token, slashes, floor):
+        if _scheme_before(token, slashes):
             return token[: slashes + 2], token[slashes + 2 : last_at], token[last_at:]
-        floor, slashes = slashes + 2, token.find("//", slashes + 2)
+        slashes = token.find("//", slashes + 2)
     return token, None, ""
 
 
 def _mask_cut(text: str) -> str:
-    """``scheme://user:pass`` at the end of ``text`` masked. Only the last '//' can have
-    no '/' after it."""
+    """``scheme://user:pass`` at the end of ``text`` (which holds a '//') masked. Only the
+    last '//' can have no '/' after it."""
     slashes = text.rfind("//")
-    if slashes == -1 or not _scheme_before(text, slashes, text.rfind("/", 0, slashes) + 1):
-        return text
-    user, colon, password = text[slashes + 2 :].partition(":")
     rest = text[slashes + 2 :]
+    user, colon, password = rest.partition(":")
     if not user or not colon or "/" in rest or "@" in rest or _PORT.match(password):
         return text
-    return text[: slashes + 2] + "***"
+    return text[: slashes + 2] + "***" if _scheme_before(text, slashes) else text
 
 
 def _masked_token(match: re.Match[str]) -> str:

@@ -45,6 +45,14 @@ from vapipe.pipeline.urls import (
         ("rtsp://u:p@h//v:w", "rtsp://***@h//***"),  # "h//v:w" looks cut short: masked too
         ("rtsp://u:p@h//v", "rtsp://***@h//v"),
         ("rtsp://u:p@h/x rtsp://v:w", "rtsp://***@h/x rtsp://***"),
+        # the scheme's edges: first in the text, one letter; letters only at its end
+        ("x://u:p@h", "x://***@h"),
+        ("9999rtsp://u:p@h", "9999rtsp://***@h"),
+        ("1//a://u:p@h", "1//a://***@h"),  # the first '//' has no scheme, the next one has
+        ("rtsp://@h", "rtsp://***@h"),  # empty user-info: nothing to show either way
+        ("abcd@x://u:pw", "abcd@x://***"),  # the '@' before the '//': cut short, masked so
+        ("rtsp://a/b:c", "rtsp://a/b:c"),  # a '/' before the colon: a path
+        ("x://:pw", "x://:pw"),  # no user
     ],
 )
 def test_the_user_info_of_a_url_is_masked(text: str, masked: str) -> None:
@@ -85,6 +93,8 @@ def test_a_secret_holding_a_shorter_one_is_masked_whole() -> None:
         ({"name": "plain", "count": 3}, set()),
         ({"uri": "rtsp://u:pw@h/s"}, {"u:pw", "pw"}),
         ({"uri": "rtsp://onlyuser@h/s"}, {"onlyuser"}),
+        ({"uri": "rtsps://u:pw@h/s"}, {"u:pw", "pw"}),
+        ({"uri": "x://u:pw@h/s"}, {"u:pw", "pw"}),
         ({"url": "http://h/x?token=abc&name=bob&sig=zz&signature=q&sign=no#token=frag"},
          {"abc", "zz", "q"}),
         ({"url": "http://h/x?api_key=&session_id=s1"}, {"s1"}),  # blank values are nothing
