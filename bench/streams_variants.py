@@ -8,9 +8,11 @@ alternating run by run in one call: where a 16-stream figure moved, and why.
 A variant is ``NAME=SITE:CACHE[:ENV=VALUE,...]``: ``SITE`` a build installed with
 ``pip install --target``, ``CACHE`` one of ``cache`` (the compiled-model cache, filled by one
 unmeasured run first), ``off`` (``cache_dir = "off"``), ``cold`` (an empty cache at every run)
-or ``none`` (a build without the cache setting). Each run records the steady rate (event lines
-per second between 20% and 80% of the run's lines), the sink's rate over its span, and every
-shard's inference table and start-up; ``VAPIPE_BENCH_SPY`` as in streams_bench.py.
+or ``none`` (a build without the cache setting); ``DECODE_THREADS=N`` among the ``ENV`` pairs
+sets the sources' ``decode_threads`` instead of an environment variable. Each run records
+the steady rate (event lines per second between 20% and 80% of the run's lines), the sink's
+rate over its span, and every shard's inference table and start-up; ``VAPIPE_BENCH_SPY`` as
+in streams_bench.py.
 """
 
 from __future__ import annotations
@@ -49,11 +51,14 @@ def backend_table(cache: str, folder: Path) -> str:
 def one_run(work: Path, clip: Path, site: str, cache: str, env: dict[str, str],
             cache_dir: Path, frames: int) -> dict[str, Any]:  # fmt: skip
     folder = Path(tempfile.mkdtemp(dir=work))
+    env = dict(env)
+    threads = env.pop("DECODE_THREADS", None)  # the source's decode_threads, not an env var
     if cache == "cold":
         cache_dir = Path(tempfile.mkdtemp(dir=work))
     config = streams_bench.write_config(
         folder, clip, 16, "8", True, queue_size=8,
         backend_extra=backend_table(cache, cache_dir), loop=True,
+        decode_threads=int(threads) if threads else None,
     )  # fmt: skip
     return streams_bench.run_pipeline(
         folder, config, extra_env={"PYTHONPATH": site, **env}, max_frames=frames

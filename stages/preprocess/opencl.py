@@ -154,23 +154,26 @@ class OpenCLLetterbox:
                 self.upload_q, slot.device_in, slot.host_in[: offsets[-1]], is_blocking=False
             )
         events, boxes = [], []
-        for index, (frame, start) in enumerate(zip(frames, offsets, strict=False)):
+        for first, count in same_shape_runs(frames):
+            frame = frames[first]
             i420 = frame.ndim == 2
             shape = (frame.shape[0] * 2 // 3, frame.shape[1]) if i420 else frame.shape[:2]
+            # One launch per run of same-sized frames (packed back to back): the launch, not
+            # the kernel, was the per-frame cost the host paid with 16 streams.
             event, box = self.program.launch(
                 self.compute_q,
                 slot.device_in,
                 shape,
-                1,
+                count,
                 self.conv,
                 slot.device_out,
-                out_index=index,
+                out_index=first,
                 wait_for=[uploaded],
-                src_offset=start,
+                src_offset=offsets[first],
                 i420=i420,
             )
             events.append(event)
-            boxes.append(box)
+            boxes.extend([box] * count)
         if self.program.unified:
             slot.done = cl.enqueue_marker(self.compute_q, wait_for=events)
         else:
@@ -210,3 +213,15 @@ class OpenCLLetterbox:
         """One frame, synchronously."""
         pending = self.submit([image])
         return self.result(pending)[0], pending.letterboxes[0]
+
+
+def same_shape_runs(frames: Sequence[np.ndarray]) -> list[tuple[int, int]]:
+    """(first index, count) of each run of consecutive frames with one shape (and so one
+    layout: I420 planes are 2-D, BGR 3-D), in order."""
+    runs: list[tuple[int, int]] = []
+    for index, frame in enumerate(frames):
+        if runs and frames[runs[-1][0]].shape == frame.shape:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((index, 1))
+    return runs

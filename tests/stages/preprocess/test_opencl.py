@@ -15,7 +15,7 @@ from vapipe.stages.infer.heads import decode
 from vapipe.stages.infer.stage import InferConfig, InferStage
 from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec
-from vapipe.stages.preprocess.opencl import OpenCLLetterbox
+from vapipe.stages.preprocess.opencl import OpenCLLetterbox, same_shape_runs
 from vapipe.stages.preprocess.resize_tables import resize_reference
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 
@@ -225,6 +225,35 @@ def test_a_batch_of_mixed_sizes_lands_in_one_buffer_at_each_frames_index(device)
         assert pending.letterboxes[index] == box
     with pytest.raises(ValueError, match="submit takes 1 to 4 frames, got 5"):
         kernel.submit(images + images[:2])
+
+
+def test_frames_of_one_size_share_a_launch_and_each_lands_at_its_index(device, monkeypatch) -> None:
+    kernel = OpenCLLetterbox(TensorSpec(416, 416, "center", True, 1 / 255), max_batch=8)
+    reference = numpy_stage(416, "center", "rgb", 1 / 255)
+    traffic, people = frames("traffic", 3), frames("people", 2)
+    images = [traffic[0], traffic[1], people[0], people[1], traffic[2]]
+    launches: list[tuple[int, int]] = []
+    launch = kernel.program.launch
+
+    def counted(*args, **kwargs):
+        launches.append((args[3], kwargs["out_index"]))
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(kernel.program, "launch", counted)
+    pending = kernel.submit(images)
+    batch = kernel.result(pending)
+    assert launches == [(2, 0), (2, 2), (1, 4)]  # (frames, first index) per launch
+    for index, image in enumerate(images):
+        expected, box = reference.tensor(image)
+        np.testing.assert_array_equal(batch[index], expected)
+        assert pending.letterboxes[index] == box
+
+
+def test_same_shape_runs_follow_the_order_of_the_frames() -> None:
+    a, b, c = np.zeros((6, 4), np.uint8), np.zeros((4, 4, 3), np.uint8), np.zeros((6, 8), np.uint8)
+    assert same_shape_runs([a, a, b, b, b, a, c, c]) == [(0, 2), (2, 3), (5, 1), (6, 2)]
+    assert same_shape_runs([b]) == [(0, 1)]
+    assert same_shape_runs([]) == []
 
 
 def test_as_batch_takes_consecutive_views_without_copying() -> None:
