@@ -9,7 +9,8 @@ A variant is ``NAME=SITE:CACHE[:ENV=VALUE,...]``: ``SITE`` a build installed wit
 ``pip install --target``, ``CACHE`` one of ``cache`` (the compiled-model cache, filled by one
 unmeasured run first), ``off`` (``cache_dir = "off"``), ``cold`` (an empty cache at every run)
 or ``none`` (a build without the cache setting); ``DECODE_THREADS=N`` among the ``ENV`` pairs
-sets the sources' ``decode_threads`` instead of an environment variable. Each run records
+sets the sources' ``decode_threads``, ``HOST_WAIT=spin`` the torch backend's ``host_wait``,
+instead of environment variables. Each run records
 the steady rate (event lines per second between 20% and 80% of the run's lines), the sink's
 rate over its span, and every shard's inference table and start-up; ``VAPIPE_BENCH_SPY`` as
 in streams_bench.py.
@@ -53,11 +54,13 @@ def one_run(work: Path, clip: Path, site: str, cache: str, env: dict[str, str],
     folder = Path(tempfile.mkdtemp(dir=work))
     env = dict(env)
     threads = env.pop("DECODE_THREADS", None)  # the source's decode_threads, not an env var
+    wait = env.pop("HOST_WAIT", None)  # the torch backend's host_wait
     if cache == "cold":
         cache_dir = Path(tempfile.mkdtemp(dir=work))
     config = streams_bench.write_config(
         folder, clip, 16, "8", True, queue_size=8,
-        backend_extra=backend_table(cache, cache_dir), loop=True,
+        backend_extra=backend_table(cache, cache_dir) + (f'\nhost_wait = "{wait}"' if wait else ""),
+        loop=True,
         decode_threads=int(threads) if threads else None,
     )  # fmt: skip
     return streams_bench.run_pipeline(

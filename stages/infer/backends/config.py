@@ -52,6 +52,12 @@ class TorchConfig(StageConfig):
     """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
     (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
     GPU devices. Where capture fails the model runs op by op, with a warning."""
+    host_wait: Literal["sleep", "yield", "spin", "auto"] = "sleep"
+    """How a thread waiting for the GPU waits: ``sleep`` (blocked until the GPU signals; the
+    core is free for decoding meanwhile), ``yield``, ``spin`` (busy, a few microseconds
+    sooner) or ``auto`` (the driver's choice: spin while the process has fewer contexts than
+    the machine has cores). Set before the device's context is made; the log says if it was
+    too late."""
     cache_dir: str = "auto"
     """The compiled-model cache: the converted model traced per batch size, with its check
     against onnxruntime, so a restart neither converts nor checks again (and imports neither

@@ -25,6 +25,7 @@ from vapipe.stages.infer.backends import (
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
 from vapipe.stages.infer.backends.config import TorchConfig
 from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches, first_output, specialise
+from vapipe.stages.infer.backends.host_wait import set_host_wait
 from vapipe.stages.infer.backends.torch_cache import Entry, ModelCache, cache_root
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ class TorchBackend:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.torch_device = torch.device(device)
+        hip = bool(getattr(torch.version, "hip", None))
+        if self.torch_device.type == "cuda":
+            waits = set_host_wait(config.host_wait, self.torch_device.index or 0, hip)
+            log.info("%s: host threads wait for the GPU: %s (%s)", name, config.host_wait, waits)
         label = (
             torch.cuda.get_device_name(self.torch_device)
             if self.torch_device.type == "cuda"
@@ -66,7 +71,7 @@ class TorchBackend:
             # significant digits, enough to move boxes. float32 here means float32.
             torch.backends.cudnn.allow_tf32 = False
             torch.backends.cuda.matmul.allow_tf32 = False
-        kind = "rocm" if getattr(torch.version, "hip", None) else self.torch_device.type
+        kind = "rocm" if hip else self.torch_device.type
         self.device = f"torch:{kind}:{self.torch_device.index or 0} ({label})"
         self.pinned = self.torch_device.type == "cuda"
         self._staging = threading.local()
