@@ -52,12 +52,13 @@ class TorchConfig(StageConfig):
     """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
     (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
     GPU devices. Where capture fails the model runs op by op, with a warning."""
-    host_wait: Literal["sleep", "yield", "spin", "auto"] = "sleep"
-    """How a thread waiting for the GPU waits: ``sleep`` (blocked until the GPU signals; the
-    core is free for decoding meanwhile), ``yield``, ``spin`` (busy, a few microseconds
-    sooner) or ``auto`` (the driver's choice: spin while the process has fewer contexts than
-    the machine has cores). Set before the device's context is made; the log says if it was
-    too late."""
+    host_wait: Literal["auto", "sleep", "yield", "spin"] = "auto"
+    """How a thread waiting for the GPU waits: ``auto`` (the driver's choice: it spins while
+    the process has fewer contexts than the machine has cores), ``sleep`` (blocked until the
+    GPU signals, its core free for other work meanwhile), ``yield`` or ``spin``. Set before
+    the device's context is made; the log says if it was too late. On the H200 machine,
+    16 x 1080p in 8 shards ran as fast with ``sleep`` as with ``auto`` (bench/README.md);
+    ``sleep`` is for boxes with few cores per shard."""
     cache_dir: str = "auto"
     """The compiled-model cache: the converted model traced per batch size, with its check
     against onnxruntime, so a restart neither converts nor checks again (and imports neither
