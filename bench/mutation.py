@@ -40,7 +40,9 @@ MODULES: dict[str, list[str]] = {
     "pipeline/media_roots.py": ["tests/pipeline/test_service_checks.py"],
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
     "pipeline/overrides.py": ["tests/pipeline/test_config.py"],
-    "pipeline/http_api.py": ["tests/pipeline/test_http_api.py"],
+    "pipeline/http_api.py": [
+        "tests/pipeline/test_http_api.py", "tests/pipeline/test_http_api_streams.py"
+    ],
     "pipeline/outputs.py": ["tests/pipeline/test_outputs.py"],
     "stages/source/timeline.py": ["tests/stages/source/test_timeline.py"],
     "stages/track/bytetrack.py": ["tests/stages/track/test_bytetrack.py"],
