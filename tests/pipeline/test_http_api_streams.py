@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.pipeline.test_http_api import JSON, LOCAL, StandIn, app_client
+from tests.pipeline.test_http_api import JSON, LOCAL, StandIn, app_client, preflight
 from vapipe.pipeline import http_api
 from vapipe.pipeline.config import ServeSettings
 from vapipe.pipeline.event_hub import Subscriber
@@ -261,11 +261,7 @@ def test_a_cors_preflight_needs_no_token() -> None:
     service = StandIn()
     service.settings = ServeSettings(cors_origins=[dash])
     client = TestClient(make_app(service, token="t0ken-t0ken"), base_url=LOCAL)  # type: ignore[arg-type]
-    preflight = client.options(
-        "/api/streams",
-        headers={"Origin": dash, "Access-Control-Request-Method": "POST",
-                 "Access-Control-Request-Headers": "authorization, content-type"},
-    )  # fmt: skip
-    assert preflight.status_code == 200
-    assert preflight.headers["access-control-allow-origin"] == dash
+    answer = preflight(client, dash)
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == dash
     assert client.get("/api/streams", headers={"Origin": dash}).status_code == 401
