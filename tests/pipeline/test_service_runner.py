@@ -16,6 +16,7 @@ from tests.pipeline import stubs
 from vapipe.pipeline import config, graph
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import PipelineError
+from vapipe.pipeline.frame import Message
 from vapipe.pipeline.metrics import Histogram
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.service_runner import ServiceRunner, open_within
@@ -98,6 +99,7 @@ def test_a_removed_source_drains_behind_its_last_frame_and_leaves_nothing() -> N
     def scenario(runner: ServiceRunner) -> None:
         node = runner.add_source("cam", counting(1_000_000, 0.005), "src")
         assert sorted(runner.source_ids()) == ["cam", "src"]
+        assert [thread.daemon for thread in node.threads] == [True]  # never holds the exit
         sink = sink_of(runner)
         wait_for(lambda: len(sink.of("cam")) >= 5, 30, "frames of the added source")
         # per-source series the removal must take away
@@ -235,6 +237,7 @@ def test_an_open_that_fails_after_it_was_abandoned_closes_nothing() -> None:
     with pytest.raises(PipelineError):
         open_within(stage, StageContext(name="cam"), 0.05)
     opener = next(t for t in threading.enumerate() if t.name == "open cam")
+    assert opener.daemon, "a hung open must not hold the process at its exit"
     stage.release.set()
     opener.join(30)  # the abandoned open came back with its error
     assert not opener.is_alive() and not stage.closed.is_set()
@@ -348,3 +351,22 @@ def test_a_removal_waits_for_the_drain_until_its_timeout_and_no_longer() -> None
         assert runner.remove_source("cam2", "src", timeout_s=30) is True
 
     serve(scenario, DRAINING)
+
+
+def test_only_source_removed_from_every_last_stage_is_a_drain_receipt() -> None:
+    runner = ServiceRunner(graph.build(config.parse(TEMPLATE, "t.toml")))
+    drained = threading.Event()
+    runner._receipts["cam"] = ({"sink", "video"}, drained)
+
+    def tell(leaf: str, kind: str, source: str = "cam") -> None:
+        runner._received(leaf, Message(source_id=source, kind=kind, time=0.0))
+
+    for kind in ("source_down", "source_up", "eos"):  # kinds on either side of the name
+        tell("sink", kind)
+        tell("video", kind)
+    tell("sink", "source_removed", source="other")
+    assert not drained.is_set()
+    tell("sink", "source_removed")
+    assert not drained.is_set(), "the video sink has not finished yet"
+    tell("video", "source_removed")
+    assert drained.is_set()
