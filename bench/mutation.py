@@ -115,13 +115,17 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
+def test_command(tests: list[str]) -> list[str]:
+    """One process, no parallel workers; a mutant that hangs (a wait loop's test turned) fails
+    by pytest-timeout's limit, which counts as killed."""
+    return [_bin("pytest"), "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
+            "--timeout", "10", *tests]  # fmt: skip
+
+
 def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
     config = work / (Path(module).stem + ".toml")
     session = config.with_suffix(".sqlite")
-    # One process, no parallel workers; a mutant that hangs (a wait loop's test turned) fails
-    # by pytest-timeout's limit, which counts as killed.
-    command = [_bin("pytest"), "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
-               "--timeout", "10", *tests]  # fmt: skip
+    command = test_command(tests)
     lines = _lines_of(module, PARTS[module]) if module in PARTS else None
     config.write_text(
         "[cosmic-ray]\n"
@@ -183,7 +187,14 @@ def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
 def _only(result: dict) -> str:
     functions = result.get("functions")
     part = f" ({', '.join(functions)})" if functions else ""
-    return part + (f" **partial: {result['partial']}**" if result.get("partial") else "")
+    part += f" **partial: {result['partial']}**" if result.get("partial") else ""
+    again = result.get("rechecked")
+    if again:
+        part += (
+            f" (its {again['survivors']} survivors re-run at {again['commit']} by"
+            f" bench/mutation_recheck.py: {again['killed']} now killed)"
+        )
+    return part
 
 
 def write_report(results: list[dict], commit: str) -> None:
