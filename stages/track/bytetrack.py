@@ -5,10 +5,15 @@ Tracks are held as arrays (one row per track), so a frame costs a few batched nu
 one Hungarian assignment per stage (scipy's ``linear_sum_assignment``), not a Python loop over
 tracks. A track gets its id once confirmed; ids count from 1 per source.
 
-One object, one track: a track's class is a vote over its life (each matched detection adds
-its score to its class), so a car the detector calls a truck now and then stays one car; and a
-box reported twice with two classes (class-aware NMS keeps both) is merged into the better one
-before matching, its score going to the vote.
+One object, one track: a track's class is a vote (each matched detection adds its score to its
+class, older votes weighing less), so a car the detector calls a truck now and then stays one
+car; and a box reported twice with two classes (class-aware NMS keeps both) is merged into the
+better one before matching, its score going to the vote.
+
+One track, one object: overlap alone would hand a lost track to whatever enters where it was
+going, so a match also needs the detection's shape (width/height) near that of the track's
+last seen box, and a confident detection of another class must overlap the track's last seen box; a
+track lost at the picture's edge expires after ``border_lost_s``, not ``lost_s``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from vapipe.stages.track import kalman
 from vapipe.stages.track.config import TrackConfig
 
 TRACKED, LOST = 0, 1
+_EDGE = 0.01
+"""A box within this fraction of the picture's width or height of its edge touches it."""
 
 
 class ByteTracker:
@@ -32,7 +39,11 @@ class ByteTracker:
         self.frames = 0
         self.ids = np.zeros(0, np.int64)  # 0 until confirmed
         self.class_id = np.zeros(0, np.int32)  # the vote's winner
-        self.votes = np.zeros((0, 1))  # track x class: summed detection scores
+        self.votes = np.zeros((0, 1))  # track x class: summed detection scores, decaying
+        self.last_box = np.zeros((0, 4))  # the last detection each track was matched to
+        self.last_time: float | None = None
+        self.frame_size: tuple[int, int] | None = None
+        """(width, height) of the source's pictures, where the track stage knows it."""
         self.state = np.zeros(0, np.int8)
         self.hits = np.zeros(0, np.int32)
         self.last_seen = np.zeros(0, np.float64)
@@ -48,10 +59,14 @@ class ByteTracker:
         """See ``Tracker.update``; motion and overlap only, so ``image`` is not used."""
         p = self.params
         self.frames += 1
+        if self.last_time is not None and time_s > self.last_time:
+            self.votes *= 0.5 ** ((time_s - self.last_time) / p.class_half_life_s)
+        self.last_time = time_s
         self.mean, self.cov = kalman.predict(self.mean, self.cov)
         primary = duplicates_of(dets, p.merge_iou)
         kept = primary < 0
         overlaps = iou_matrix(kalman.boxes_of(self.mean), dets.xyxy)  # every track x detection
+        overlaps = np.where(self._same_object(dets), overlaps, 0.0)
         high = np.flatnonzero(kept & (dets.score >= p.high_score))
         low = np.flatnonzero(kept & (dets.score >= p.low_score) & (dets.score < p.high_score))
         confirmed = np.flatnonzero(self.ids > 0)
@@ -88,7 +103,8 @@ class ByteTracker:
 
         keep = np.ones(len(self), bool)
         keep[dropped] = False
-        keep &= ~((self.state == LOST) & (time_s - self.last_seen > p.lost_s))
+        patience = np.where(self._at_edge(), min(p.border_lost_s, p.lost_s), p.lost_s)
+        keep &= ~((self.state == LOST) & (time_s - self.last_seen > patience))
         self._select(keep)
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
         track_id[born] = self._start(dets[born], time_s)
@@ -121,9 +137,39 @@ class ByteTracker:
         good = overlap[rows, cols] >= min_iou
         return tracks[rows[good]], candidates[cols[good]]
 
+    def _same_object(self, dets: Detections) -> np.ndarray:
+        """Track x detection: whether the pair may be one object at all, overlap aside. Its
+        shape must be near the predicted one; a confident detection of another class must
+        overlap the track's last seen box (a class change in place is the detector hesitating;
+        elsewhere, it is another object)."""
+        if len(self) == 0 or len(dets) == 0:
+            return np.ones((len(self), len(dets)), bool)
+        # Against the last seen box, not the filter's estimate: its aspect ratio barely moves
+        # (little process noise), while an object entering the picture widens frame by frame.
+        change = _aspect(dets.xyxy)[None, :] / _aspect(self.last_box)[:, None]
+        shaped = np.maximum(change, 1 / change) <= self.params.max_aspect_change
+        other_class = self.class_id[:, None] != dets.class_id[None, :]
+        confident = (dets.score >= self.params.high_score)[None, :]
+        apart = iou_matrix(self.last_box, dets.xyxy) <= 0
+        return shaped & ~(other_class & confident & apart)
+
+    def _at_edge(self) -> np.ndarray:
+        """Per track: whether its last seen box touched the picture's edge."""
+        if self.frame_size is None:
+            return np.zeros(len(self), bool)
+        width, height = self.frame_size
+        x0, y0, x1, y1 = self.last_box.T
+        return (
+            (x0 <= _EDGE * width)
+            | (y0 <= _EDGE * height)
+            | (x1 >= (1 - _EDGE) * width)
+            | (y1 >= (1 - _EDGE) * height)
+        )
+
     def _correct(self, rows: np.ndarray, boxes: np.ndarray, time_s: float) -> None:
         if len(rows) == 0:
             return
+        self.last_box[rows] = boxes
         mean, cov = kalman.update(self.mean[rows], self.cov[rows], boxes)
         self.mean[rows], self.cov[rows] = mean, cov
         self.state[rows] = TRACKED
@@ -189,6 +235,7 @@ class ByteTracker:
         self.last_seen = np.concatenate((self.last_seen, np.full(count, time_s)))
         self.mean = np.concatenate((self.mean, mean))
         self.cov = np.concatenate((self.cov, cov))
+        self.last_box = np.concatenate((self.last_box, dets.xyxy.astype(np.float64)))
         return np.where(ids.astype(bool), ids, -1)
 
     def _select(self, keep: np.ndarray) -> None:
@@ -196,6 +243,7 @@ class ByteTracker:
         self.votes = self.votes[keep]
         self.hits, self.last_seen = self.hits[keep], self.last_seen[keep]
         self.mean, self.cov = self.mean[keep], self.cov[keep]
+        self.last_box = self.last_box[keep]
 
     def _new_id(self) -> int:
         self.next_id += 1
@@ -229,6 +277,12 @@ def duplicates_of(dets: Detections, merge_iou: float) -> np.ndarray:
         same = np.flatnonzero(other_class[index] & (overlap[index] >= merge_iou) & (primary < 0))
         primary[same] = index
     return primary
+
+
+def _aspect(boxes: np.ndarray) -> np.ndarray:
+    """Width / height of each box, kept away from 0 and infinity."""
+    width = np.maximum(boxes[:, 2] - boxes[:, 0], 1e-3)
+    return width / np.maximum(boxes[:, 3] - boxes[:, 1], 1e-3)
 
 
 def _without(items: np.ndarray, removed: np.ndarray) -> np.ndarray:

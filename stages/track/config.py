@@ -31,6 +31,18 @@ class TrackConfig(StageConfig):
     lost_s: float = Field(1.0, ge=0)
     """How long, in stream seconds, a track that lost its object may find it again and keep
     its id."""
+    border_lost_s: float = Field(0.3, ge=0)
+    """How long a lost track whose last box touched the picture's edge keeps its id: an object
+    that left the picture is gone, and what walks in where it left is another one. At most
+    ``lost_s``."""
+    max_aspect_change: float = Field(2.0, ge=1)
+    """A detection whose width/height differs from that of the track's last seen box by more
+    than this factor (either way) is another object: a dog walking in where a person walked out does
+    not take the person's id. A large value turns the gate off."""
+    class_half_life_s: float = Field(2.0, gt=0)
+    """A track's class is the score-weighted vote of its detections, each vote halving in
+    weight every this many seconds of stream time: the class follows what the detector saw
+    lately, so an event carries the class seen when it happened, not over the whole life."""
     confirm_frames: int = Field(1, ge=1, le=100)
     """Frames in a row a new track must be seen before it gets an id (on a source's first
     frame, tracks are confirmed at once)."""

@@ -44,6 +44,9 @@ class TrackStage(Stage):
         if tracker is None:
             tracker = self.trackers[frame.source_id] = self.new_tracker()
         image = frame.image if self.reads_pixels else None
+        if hasattr(tracker, "frame_size"):  # ByteTracker: tracks lost at the edge go sooner
+            height, width = frame.shape[:2]
+            tracker.frame_size = (width, height)
         tracked = tracker.update(frame.detections, frame.pts, image)
         if self.config.untracked == "drop":
             tracked = tracked[tracked.tracked()]

@@ -310,7 +310,7 @@ def test_merging_takes_an_iou_of_exactly_merge_iou_and_1_turns_it_off() -> None:
 def test_a_duplicate_votes_for_the_track_of_its_own_primary() -> None:
     # Two tracked people; then the second (track row 1, detection 1) is named twice, bicycle
     # first: its person duplicate votes for the second track, not for the first.
-    tracker = ByteTracker(TrackConfig())
+    tracker = ByteTracker(TrackConfig(class_half_life_s=1e9))  # votes as they were cast
     tracker.update(dets([square(0), square(100)], [0.9, 0.9], [0, 0]), 0.0)
     named_twice = dets([square(0), square(100), square(100)], [0.9, 0.9, 0.8], [0, 1, 0])
     tracker.update(named_twice, 1 / 25)
@@ -322,7 +322,7 @@ def test_a_new_class_column_keeps_every_track_s_votes_in_its_own_class() -> None
     # Two tracks of class 0; then class 1 appears on the first: the votes of class 0 stay in
     # class 0's column for both (a widened table with the old one copied to the wrong place
     # would give the first track a class-1 lead).
-    tracker = ByteTracker(TrackConfig())
+    tracker = ByteTracker(TrackConfig(class_half_life_s=1e9))  # votes as they were cast
     tracker.update(dets([square(0), square(100)], [0.9, 0.9], [0, 0]), 0.0)
     out = tracker.update(dets([square(0), square(100)], [0.5, 0.9], [1, 0]), 1 / 25)
     assert out.class_id.tolist() == [0, 0]
@@ -338,3 +338,81 @@ def test_with_confirm_frames_1_a_later_track_has_an_id_at_once() -> None:
     waiting = ByteTracker(TrackConfig(confirm_frames=2))
     waiting.update(dets([square(0)]), 0.0)
     assert waiting.update(dets([square(0), square(300)]), 1 / 25).track_id.tolist() == [1, -1]
+
+
+def leaving_then_entering(gap_frames: int, at_edge: bool) -> list[Detections]:
+    """A person walks left and leaves at x = 0 (or is hidden at x = 300), its box clipped
+    narrower as it goes; ``gap_frames`` later a dog comes in at the same place."""
+    left = 0.0 if at_edge else 300.0
+    frames = [dets([box_at(left + 6 * (20 - i), 100, 40, 80)]) for i in range(20)]
+    frames += [dets([(left, 100, left + 40 - 10 * k, 180)]) for k in range(1, 3)]  # clipped
+    frames += [dets([]) for _ in range(gap_frames)]
+    frames += [dets([(left, 120, left + 30 + 10 * k, 180)], classes=[1]) for k in range(10)]
+    return frames
+
+
+def test_what_enters_where_a_track_left_the_picture_is_another_object() -> None:
+    tracker = ByteTracker(TrackConfig(lost_s=1.0, border_lost_s=0.3))
+    tracker.frame_size = (640, 360)
+    ids = run(tracker, leaving_then_entering(gap_frames=10, at_edge=True))  # 0.4 s later
+    assert ids[0] == [1] and ids[21] == [1]
+    assert ids[-1] == [2], "the dog took the person's id"
+
+
+def test_a_track_hidden_in_the_middle_keeps_its_id_for_lost_s() -> None:
+    # The same walk, hidden for 0.4 s in the middle of the picture, then seen again where it
+    # went: ByteTrack's recovery through occlusion stays.
+    walk = [dets([box_at(400 - 6 * i, 100, 40, 80)]) for i in range(20)]
+    hidden = [dets([]) for _ in range(10)]
+    again = [dets([box_at(400 - 6 * i, 100, 40, 80)]) for i in range(30, 35)]
+    tracker = ByteTracker(TrackConfig(lost_s=1.0, border_lost_s=0.3))
+    tracker.frame_size = (640, 360)
+    assert run(tracker, walk + hidden + again)[-1] == [1]
+
+
+def test_the_track_stage_tells_the_tracker_the_picture_size() -> None:
+    stage = TrackStage("track", TrackConfig(border_lost_s=0.3))
+    stage.open(None)  # type: ignore[arg-type]
+    ids = []
+    for index, found in enumerate(leaving_then_entering(gap_frames=10, at_edge=True)):
+        frame = Frame("cam", index, index / 25, 0.0, np.zeros((360, 640, 3), np.uint8), None)  # type: ignore[arg-type]
+        frame.detections = found
+        (out,) = stage.process(frame)
+        ids.append(out.detections.track_id.tolist())
+    assert stage.trackers["cam"].frame_size == (640, 360)
+    assert ids[-1] == [2]
+
+
+def test_a_shape_twice_as_wide_for_its_height_is_another_object() -> None:
+    standing = [dets([box_at(200, 100, 40, 80)]) for _ in range(5)]  # 0.5
+    wide = [dets([(190.0, 130.0, 250.0, 180.0)]) for _ in range(3)]  # 1.2: 2.4 x
+    assert run(ByteTracker(TrackConfig()), standing + wide)[-1] == [2]
+    assert run(ByteTracker(TrackConfig(max_aspect_change=3)), standing + wide)[-1] == [1]
+    slightly = [dets([(195.0, 110.0, 255.0, 180.0)]) for _ in range(3)]  # 0.86: 1.7 x
+    assert run(ByteTracker(TrackConfig()), standing + slightly)[-1] == [1]
+
+
+def test_a_confident_other_class_away_from_the_last_box_is_another_object() -> None:
+    # A person moving right fast is lost; where its prediction went, a car appears that does
+    # not overlap the person's last box. The same car on the last box is the detector
+    # hesitating: the track goes on (its class then follows the vote).
+    moving = [dets([box_at(100 + 30 * i, 100, 60, 60)]) for i in range(6)]
+    gap = [dets([]) for _ in range(2)]
+    ahead = [dets([box_at(100 + 30 * 8, 100, 60, 60)], classes=[2]) for _ in range(3)]
+    assert run(ByteTracker(TrackConfig()), moving + gap + ahead)[-1] == [2]
+    in_place = [dets([box_at(100 + 30 * 5, 100, 60, 60)], classes=[2]) for _ in range(3)]
+    assert run(ByteTracker(TrackConfig()), moving + in_place)[-1] == [1]
+
+
+def test_the_class_follows_what_was_seen_lately() -> None:
+    # 3 s a car (0.8), then 3 s the detector says bicycle (0.7): over the whole life the car
+    # leads (60 against 52.5); over the last seconds, the bicycle.
+    frames = [dets([box_at(10 + i, 50, 80, 40)], [0.8], [2]) for i in range(75)]
+    frames += [dets([box_at(85 + i, 50, 80, 40)], [0.7], [1]) for i in range(75)]
+    classes = run_classes(ByteTracker(TrackConfig(class_half_life_s=2.0)), frames)
+    assert classes[74] == [2] and classes[-1] == [1]
+    assert run_classes(ByteTracker(TrackConfig(class_half_life_s=1e9)), frames)[-1] == [2]
+    tracker = ByteTracker(TrackConfig(class_half_life_s=1.0))
+    tracker.update(dets([square(0)], [0.8], [0]), 0.0)
+    tracker.update(dets([square(0)], [0.5], [1]), 2.0)  # two half-lives later
+    assert tracker.votes[0].tolist() == pytest.approx([0.2, 0.5])
