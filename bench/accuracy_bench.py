@@ -44,7 +44,11 @@ TRACK_GRID = {
     "match_iou": [0.2, 0.3],
     "conf": [0.1, 0.2],
 }
-LINE_GRID = {"min_crossing_frames": [1, 2, 3, 4], "min_crossing_px": [0, 4, 8, 12, 16]}
+LINE_GRID = {
+    "min_crossing_frames": [1, 2, 3, 4],
+    "min_crossing_px": [0, 4, 8, 12, 16],
+    "min_crossing_depth": [0.0, 0.1, 0.15, 0.2, 0.3],
+}
 
 
 def line_defaults() -> dict:
@@ -56,7 +60,14 @@ def settings_of(name: str) -> dict:
         return runners.BEFORE
     if name == "defaults":  # spelled out, so that the report says what they were
         track = TrackConfig().model_dump(
-            include={"high_score", "new_track_score", "confirm_frames", "lost_s", "match_iou"}
+            include={
+                "high_score",
+                "new_track_score",
+                "confirm_frames",
+                "confirm_score",
+                "lost_s",
+                "match_iou",
+            }
         )
         return {"track": track, "analytics": line_defaults(), "conf": DEFAULT_CONF}
     raise ValueError(name)

@@ -115,15 +115,24 @@ class AnalyticsConfig(StageConfig):
     anchor: Anchor = "bottom_center"
     """The point of each box that lines and zones test (bottom centre: where it stands)."""
     hysteresis_px: float = Field(4.0, ge=0)
-    """An anchor nearer than this to a line or a zone's edge keeps its previous side, so an
-    object jittering on the line counts once."""
+    """An anchor nearer than this to a line or a zone's edge (or than ``hysteresis_depth`` of
+    its box's size, whichever is more) keeps its previous side, so an object jittering on
+    the line counts once."""
+    hysteresis_depth: float = Field(0.05, ge=0, le=1)
+    """The same band as a fraction of the object's own size: its box's extent across the
+    line (the width for a vertical line, the height for a horizontal one), its height for a
+    zone. One setting for a far walker and a near bus, at 360p and at 1080p."""
     min_crossing_frames: int = Field(1, ge=1, le=1000)
     """A crossing counts once the object has been seen this many frames on the new side
-    (and ``min_crossing_px`` past the line); going back before that counts nothing."""
+    (and deep enough past the line); going back before that counts nothing."""
+    min_crossing_depth: float = Field(0.15, ge=0, le=10)
+    """How far past the line an object must get for its crossing to count, as a fraction of
+    its own box's extent across the line (from the line to the anchor): someone walking
+    along the line, wandering either side of it, never does. Scales with the object, so it
+    holds for a dog and a bus, at 360p and 1080p."""
     min_crossing_px: float = Field(12.0, ge=0)
-    """How far past the line (pixels, from the line to the anchor) an object must get for its
-    crossing to count: someone walking along the line, wandering a few pixels either side of
-    it, never does. In the source's pixels: raise it for large frames."""
+    """The least depth in pixels, whatever the box's size: a small box's jitter is a few
+    pixels whatever its size."""
     lost_s: float = Field(1.0, ge=0)
     """A track not seen for this long (stream seconds) has left its zones (``zone_exit``
     with ``reason = "lost"``)."""

@@ -18,10 +18,11 @@ Event = dict[str, Any]
 @dataclass
 class Crossing:
     """A track on the other side of a line, not yet counted: it must stay there for
-    ``min_crossing_frames`` and get ``min_crossing_px`` past the line first."""
+    ``min_crossing_frames`` and get deep enough past the line first."""
 
     position: float
-    """Where along the line (0 start, 1 end) it first came over."""
+    """Where along the line (0 start, 1 end) its path came over: between the last point
+    before and the first point past it, so a diagonal path near an end is placed right."""
     frames: int = 0
     depth: float = 0.0
 
@@ -36,6 +37,9 @@ class TrackMemory:
     """Line name -> the side (+1 right, -1 left) the track was last counted or first seen on."""
     crossing: dict[str, Crossing] = field(default_factory=dict)
     """Line name -> a crossing under way."""
+    last_point: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Line name -> (signed distance, position along) where the track was last seen off the
+    line."""
 
 
 class SourceAnalytics:
@@ -92,14 +96,15 @@ class SourceAnalytics:
     def _cross(self, line: Line, dets: Detections, ids: list[int], names: list[str]) -> list[Event]:
         events = []
         signed, along = line.sides(anchor_points(dets.xyxy, line.anchor))
+        sizes = line.extents(dets.xyxy).tolist()
         key = line.config.name
-        for track_id, name, distance, position in zip(
-            ids, names, signed.tolist(), along.tolist(), strict=True
+        for track_id, name, distance, position, size in zip(
+            ids, names, signed.tolist(), along.tolist(), sizes, strict=True
         ):
             if line.config.classes is not None and name not in line.config.classes:
                 continue
             memory = self.tracks[track_id]
-            if self._crossed(memory, key, distance, position):
+            if self._crossed(memory, key, distance, position, size):
                 label = line.config.in_label if distance > 0 else line.config.out_label
                 line.counts[label][name] += 1
                 events.append(
@@ -114,26 +119,34 @@ class SourceAnalytics:
                 )
         return events
 
-    def _crossed(self, memory: TrackMemory, key: str, distance: float, position: float) -> bool:
+    def _crossed(
+        self, memory: TrackMemory, key: str, distance: float, position: float, size: float
+    ) -> bool:
         """Whether this sighting completes a crossing of line ``key``: the track left the side
         it was on and has now been on the other one for ``min_crossing_frames`` sightings and
-        ``min_crossing_px`` deep. Going back before that cancels it, so an object walking
-        along the line or jittering across it counts nothing; a real return later counts."""
-        if abs(distance) < self.config.hysteresis_px:
+        deep enough (``min_crossing_depth`` of its box's size across the line, at least
+        ``min_crossing_px``).
+        Going back before that cancels it, so an object walking along the line or jittering
+        across it counts nothing; a real return later counts. It counts where the path
+        crossed the segment, not where the first point past the line lies."""
+        cfg = self.config
+        if abs(distance) < max(cfg.hysteresis_px, cfg.hysteresis_depth * size):
             return False  # on the line: neither side
         side = 1 if distance > 0 else -1
         before = memory.sides.get(key)
+        last = memory.last_point.get(key)
+        memory.last_point[key] = (distance, position)
         if before is None or before == side:
             memory.sides[key] = side
             memory.crossing.pop(key, None)
             return False
-        crossing = memory.crossing.setdefault(key, Crossing(position=position))
+        if key not in memory.crossing:
+            memory.crossing[key] = Crossing(position=_where_crossed(last, distance, position))
+        crossing = memory.crossing[key]
         crossing.frames += 1
         crossing.depth = max(crossing.depth, abs(distance))
-        if (
-            crossing.frames < self.config.min_crossing_frames
-            or crossing.depth < self.config.min_crossing_px
-        ):
+        needed = max(cfg.min_crossing_px, cfg.min_crossing_depth * size)
+        if crossing.frames < cfg.min_crossing_frames or crossing.depth < needed:
             return False
         memory.sides[key] = side
         del memory.crossing[key]
@@ -144,7 +157,9 @@ class SourceAnalytics:
     ) -> list[Event]:
         events = []
         inside, distance = zone.places(anchor_points(dets.xyxy, zone.anchor))
-        clear = (distance >= self.config.hysteresis_px).tolist()
+        heights = dets.xyxy[:, 3] - dets.xyxy[:, 1]
+        band = np.maximum(self.config.hysteresis_px, self.config.hysteresis_depth * heights)
+        clear = (distance >= band).tolist()
         key = zone.config.name
         for track_id, name, is_in, is_clear in zip(ids, names, inside.tolist(), clear, strict=True):
             if zone.config.classes is not None and name not in zone.config.classes:
@@ -206,6 +221,15 @@ class SourceAnalytics:
                 "track_ids": sorted(zone.members),
             }
         ]
+
+
+def _where_crossed(last: tuple[float, float] | None, distance: float, position: float) -> float:
+    """Where along the line the straight path from the last point off the line (on the other
+    side) to this one crosses it; this point's own position without one."""
+    if last is None or (last[0] > 0) == (distance > 0):
+        return position
+    before, at = last
+    return at + (position - at) * before / (before - distance)
 
 
 def _zone_event(kind: str, track_id: int, class_name: str, zone: str) -> Event:

@@ -59,6 +59,12 @@ class Line:
         along = (offset @ direction) / (length * length)
         return signed, along
 
+    def extents(self, xyxy: np.ndarray) -> np.ndarray:
+        """Each box's size across the line (along its normal): the width for a vertical
+        line, the height for a horizontal one. An object's crossing depth is measured in it."""
+        dx, dy = np.abs(self.end - self.start) / float(np.hypot(*(self.end - self.start)))
+        return dy * (xyxy[:, 2] - xyxy[:, 0]) + dx * (xyxy[:, 3] - xyxy[:, 1])
+
     def totals(self) -> dict[str, int]:
         return {label: sum(counter.values()) for label, counter in self.counts.items()}
 

@@ -134,6 +134,7 @@ class OutboxConfig(StageConfig):
                     kind, suggest(kind, EVENT_TYPES), ", ".join(EVENT_TYPES),
                 )  # fmt: skip
         return types
+
     outbox_size: int = Field(10000, ge=1, le=10_000_000)
     """Events held while the peer is slow or down; beyond, the oldest are dropped."""
     drain_s: float = Field(5.0, ge=0)

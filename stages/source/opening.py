@@ -114,7 +114,7 @@ def transport_hint(spec: InputSpec, reason: str) -> str:
     if asked is None or "not supported" not in reason.lower():
         return ""
     other = "udp" if asked == "tcp" else "tcp"
-    return f" (the server refuses RTSP over {asked.upper()}: set transport = \"{other}\")"
+    return f' (the server refuses RTSP over {asked.upper()}: set transport = "{other}")'
 
 
 def call_or_stop(call: Callable[[], T], stop: threading.Event, name: str) -> T | None:

@@ -391,4 +391,3 @@ class VideoSource(SourceStage):
             "frames_as_yuv420": self.yuv_frames,
             "clock_restarts": self.timeline.discontinuities,
         }
-

@@ -97,7 +97,7 @@ class ByteTracker:
 
         rows = np.concatenate(matched_tracks)
         det_rows = np.concatenate(matched_dets)
-        self._correct(rows, dets.xyxy[det_rows], time_s)
+        self._correct(rows, dets.xyxy[det_rows], dets.score[det_rows], time_s)
         self._vote(rows, det_rows, dets, primary)
         track_id, class_id = self._output(rows, det_rows, dets)
 
@@ -107,6 +107,7 @@ class ByteTracker:
         keep &= ~((self.state == LOST) & (time_s - self.last_seen > patience))
         self._select(keep)
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
+        born = born[~self._fragments(dets, born, det_rows)]
         track_id[born] = self._start(dets[born], time_s)
         return dets.replace(track_id=track_id, class_id=class_id)
 
@@ -153,6 +154,19 @@ class ByteTracker:
         apart = iou_matrix(self.last_box, dets.xyxy) <= 0
         return shaped & ~(other_class & confident & apart)
 
+    def _fragments(self, dets: Detections, born: np.ndarray, taken: np.ndarray) -> np.ndarray:
+        """Per detection in ``born``: whether it lies ``fragment_overlap`` inside (of its own
+        area) the box of a detection a track took this frame, of the same or a confusable
+        class: a sleeve, a head, a wheel of that object, not an object of its own."""
+        if len(born) == 0 or len(taken) == 0 or self.params.fragment_overlap >= 1:
+            return np.zeros(len(born), bool)
+        inside = intersection_over_first(dets.xyxy[born], dets.xyxy[taken])
+        groups = {name: index for index, group in enumerate(self.params.confusable)
+                  for name in group}  # fmt: skip
+        kinds = [groups.get(dets.class_name(c), f"class {c}") for c in dets.class_id.tolist()]
+        alike = np.array([[kinds[b] == kinds[t] for t in taken.tolist()] for b in born.tolist()])
+        return ((inside >= self.params.fragment_overlap) & alike).any(axis=1)
+
     def _at_edge(self) -> np.ndarray:
         """Per track: whether its last seen box touched the picture's edge."""
         if self.frame_size is None:
@@ -166,7 +180,9 @@ class ByteTracker:
             | (y1 >= (1 - _EDGE) * height)
         )
 
-    def _correct(self, rows: np.ndarray, boxes: np.ndarray, time_s: float) -> None:
+    def _correct(
+        self, rows: np.ndarray, boxes: np.ndarray, scores: np.ndarray, time_s: float
+    ) -> None:
         if len(rows) == 0:
             return
         self.last_box[rows] = boxes
@@ -175,7 +191,10 @@ class ByteTracker:
         self.state[rows] = TRACKED
         self.hits[rows] += 1
         self.last_seen[rows] = time_s
-        for row in rows[(self.ids[rows] == 0) & (self.hits[rows] >= self.params.confirm_frames)]:
+        sure = (self.hits[rows] >= self.params.confirm_frames) | (
+            scores >= self.params.confirm_score
+        )
+        for row in rows[(self.ids[rows] == 0) & sure]:
             self.ids[row] = self._new_id()
 
     def _vote(
@@ -219,10 +238,13 @@ class ByteTracker:
         mean, cov = kalman.initiate(dets.xyxy)
         count = len(dets)
         first_frame = self.frames == 1  # as ByteTrack: what the first frame shows is real
-        ids = (
-            np.array([self._new_id() for _ in range(count)], np.int64)
-            if first_frame or self.params.confirm_frames <= 1
-            else np.zeros(count, np.int64)
+        sure = (
+            first_frame
+            | (self.params.confirm_frames <= 1)
+            | (dets.score >= self.params.confirm_score)
+        )
+        ids = np.array(
+            [self._new_id() if confirmed else 0 for confirmed in sure.tolist()], np.int64
         )
         self.ids = np.concatenate((self.ids, ids))
         self.class_id = np.concatenate((self.class_id, dets.class_id.astype(np.int32)))
@@ -250,13 +272,25 @@ class ByteTracker:
         return self.next_id - 1
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box in ``a`` (N x 4) with every box in ``b`` (M x 4)."""
+def _intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     width = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
     height = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.clip(width, 0, None) * np.clip(height, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return np.clip(width, 0, None) * np.clip(height, 0, None)
+
+
+def _areas(boxes: np.ndarray) -> np.ndarray:
+    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+
+
+def intersection_over_first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How much of each box in ``a`` lies inside each box in ``b`` (0-1; N x M)."""
+    return _intersections(a, b) / np.maximum(_areas(a), 1e-12)[:, None]
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box in ``a`` (N x 4) with every box in ``b`` (M x 4)."""
+    inter = _intersections(a, b)
+    area_a, area_b = _areas(a), _areas(b)
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 

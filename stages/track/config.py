@@ -43,9 +43,22 @@ class TrackConfig(StageConfig):
     """A track's class is the score-weighted vote of its detections, each vote halving in
     weight every this many seconds of stream time: the class follows what the detector saw
     lately, so an event carries the class seen when it happened, not over the whole life."""
-    confirm_frames: int = Field(1, ge=1, le=100)
-    """Frames in a row a new track must be seen before it gets an id (on a source's first
-    frame, tracks are confirmed at once)."""
+    confirm_frames: int = Field(2, ge=1, le=100)
+    """Frames a new track must be seen in before it gets an id, unless one of its detections
+    scores ``confirm_score`` (on a source's first frame, tracks are confirmed at once). Only
+    a confirmed track's detections carry its id, so an unconfirmed one (a fragment, a
+    flicker) makes no crossing or zone event."""
+    confirm_score: float = Field(0.4, gt=0, le=1)
+    """A detection scoring at least this confirms its new track at once (above the 0.29-0.36
+    of the fragments seen on a sleeve or a blurred head)."""
+    fragment_overlap: float = Field(0.8, gt=0, le=1)
+    """A detection no track took that lies this much (of its own area) inside the box of one
+    a track did take, of the same or a confusable class, is part of that object (a sleeve, a
+    head, a wheel) and starts no track. 1 turns this off."""
+    confusable: list[list[str]] = Field(
+        default_factory=lambda: [["car", "truck", "bus"], ["bicycle", "motorcycle"]]
+    )
+    """Groups of class names a detector mixes up: a fragment of one is a fragment of any."""
     class_aware: bool = False
     """Only detections of the track's voted class continue it. Off by default: a track's class
     is a vote over its life (car 0.7, truck 0.4, car 0.8... stays a car), so a detector that

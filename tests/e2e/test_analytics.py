@@ -74,10 +74,12 @@ def test_people_on_known_paths_cross_the_line_and_dwell_in_the_zone(tmp_path: Pa
         for e in events
         if e["event"] != "frame"
     ]
-    # Where the generated paths put each event (the anchor must be 4 px past the line or
-    # edge); detection boxes differ from the pasted ones by a few pixels: +-2 frames.
-    a_cross = first(a_centre, lambda x: x < 316)
-    b_cross = first(b_centre, lambda x: x > 324)
+    # Where the generated paths put each event: the anchor 15% of the walker's width (at
+    # least 12 px) past the line, 4 px inside the zone's edge; detection boxes differ from
+    # the pasted ones by a few pixels: +-2 frames.
+    depth = max(12, 0.15 * person_crop().shape[1])
+    a_cross = first(a_centre, lambda x: x < 320 - depth)
+    b_cross = first(b_centre, lambda x: x > 320 + depth)
     b_enter = first(b_centre, lambda x: x > 504)
     expected = [
         ("line_cross", a_id, "in", a_cross),

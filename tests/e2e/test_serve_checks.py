@@ -30,8 +30,9 @@ def test_an_added_stream_cannot_destroy_an_input_or_share_an_output(
         # Its input is what its own output path would be (out/{source_id}.mp4).
         refused = http.post("/api/streams", json={"id": "victim", "uri": "out/victim.mp4"})
         assert refused.status_code == 409, refused.text
-        assert "victim.mp4 is the input of node 'victim': writing it would destroy it" in (
-            refused.json()["error"]
+        assert (
+            "victim.mp4 is the input of node 'victim': writing it would destroy it"
+            in (refused.json()["error"])
         ), refused.text
 
         # Its input is the output of a stream added before it.

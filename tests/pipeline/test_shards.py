@@ -235,9 +235,7 @@ def test_the_forkserver_preloads_what_the_graph_runs() -> None:
     from vapipe.pipeline.graph import build
 
     modules = preloaded(build(parse(CONFIG, "x.toml", ["det.backend='onnxruntime'"])))
-    assert {"vapipe.stages.infer.stage", "vapipe.stages.sinks.video", "onnxruntime"} <= set(
-        modules
-    )
+    assert {"vapipe.stages.infer.stage", "vapipe.stages.sinks.video", "onnxruntime"} <= set(modules)
     assert "torch" not in modules
     if importlib.util.find_spec("torch") is not None:
         assert "torch" in preloaded(build(parse(CONFIG, "x.toml", ["det.backend='torch'"])))

@@ -180,8 +180,9 @@ class TorchBackend:
         modules = {}
         for size in sizes:
             traced_on, checked_on = (
-                torch.from_numpy(rng.random(concrete_shape(self.info, size), np.float32))
-                .to(self.torch_device, dtype=self.dtype)
+                torch.from_numpy(rng.random(concrete_shape(self.info, size), np.float32)).to(
+                    self.torch_device, dtype=self.dtype
+                )
                 for _ in range(2)
             )
             with torch.inference_mode():
@@ -199,7 +200,7 @@ class TorchBackend:
             if not error <= tolerance:
                 raise PipelineError(
                     f"the traced module of {path} at batch {size} differs from the converted "
-                    f"one (relative error {error:.3g}); set cache_dir = \"off\""
+                    f'one (relative error {error:.3g}); set cache_dir = "off"'
                 )
             modules[size] = traced
         self.startup["trace_s"] = round(time.perf_counter() - started, 3)

@@ -25,8 +25,15 @@ ZONE = {"name": "bay", "polygon": [[200, 0], [300, 0], [300, 200], [200, 200]]}
 Path = list[tuple[float, float] | None]  # anchor (bottom centre) per frame; None: not seen
 
 
-def run(config: dict[str, Any], tracks: dict[int, Path], classes: dict[int, int] | None = None):
-    """Feed the tracks through an analytics stage; return (events, last summary)."""
+def run(
+    config: dict[str, Any],
+    tracks: dict[int, Path],
+    classes: dict[int, int] | None = None,
+    width: float = 10,
+    height: float = 20,
+):
+    """Feed the tracks through an analytics stage, each box ``width`` wide and ``height``
+    tall above its anchor; return (events, last summary)."""
     stage = AnalyticsStage("analytics", AnalyticsConfig.model_validate(config))
     stage.open(None)  # type: ignore[arg-type]
     length = max(len(path) for path in tracks.values())
@@ -39,7 +46,8 @@ def run(config: dict[str, Any], tracks: dict[int, Path], classes: dict[int, int]
             for track_id, path in tracks.items()
             if seq < len(path) and path[seq] is not None
         ]
-        xyxy = np.array([[x - 5, y - 20, x + 5, y] for _, (x, y) in rows], np.float32)
+        half = width / 2
+        xyxy = np.array([[x - half, y - height, x + half, y] for _, (x, y) in rows], np.float32)
         dets = Detections(
             xyxy.reshape(len(rows), 4),
             np.full(len(rows), 0.9, np.float32),
@@ -284,11 +292,10 @@ def test_a_crossing_at_either_end_point_counts_and_one_past_the_start_does_not(
 def test_a_sighting_within_the_hysteresis_band_is_on_neither_side() -> None:
     # 2 px past the line, inside the 4 px band: not over it, so nothing completes there
     # even with no depth or frame rule.
-    events, _ = run(
-        {"lines": [LINE], "min_crossing_px": 0}, {1: [(90, 100), (102, 100), (90, 100)]}
-    )
+    no_depth = {"lines": [LINE], "min_crossing_px": 0, "min_crossing_depth": 0}
+    events, _ = run(no_depth, {1: [(90, 100), (102, 100), (90, 100)]})
     assert crossings(events) == []
-    events, _ = run({"lines": [LINE], "min_crossing_px": 0}, {1: [(90, 100), (104, 100)]})
+    events, _ = run(no_depth, {1: [(90, 100), (104, 100)]})
     assert crossings(events) == [(1, "out")]  # at the band's edge: over
 
 
@@ -297,7 +304,8 @@ def test_a_sighting_within_the_hysteresis_band_is_on_neither_side() -> None:
     [([(99.5, 100), (100.5, 100)], "out"), ([(100.5, 100), (99.5, 100)], "in")],
 )
 def test_the_direction_is_the_side_crossed_to_within_a_pixel(path: Path, direction: str) -> None:
-    config = {"lines": [LINE], "min_crossing_px": 0, "hysteresis_px": 0}
+    config = {"lines": [LINE], "min_crossing_px": 0, "min_crossing_depth": 0,
+              "hysteresis_px": 0, "hysteresis_depth": 0}  # fmt: skip
     events, _ = run(config, {1: path})
     assert crossings(events) == [(1, direction)]
 
@@ -345,3 +353,51 @@ def test_a_crossing_as_deep_as_min_crossing_px_counts_and_shallower_does_not() -
 def test_a_zone_is_entered_at_exactly_the_hysteresis_distance_inside() -> None:
     events, _ = run({"zones": [ZONE]}, {1: [(150, 100), (204, 100)]})  # 4 px inside the bay
     assert [e["event"] for e in events] == ["zone_enter"]
+
+
+def test_the_crossing_depth_and_the_jitter_band_scale_with_the_box() -> None:
+    # The line is vertical: an object's size across it is its box's width. The same path,
+    # 12 px past the line: 0.6 of a box 20 px wide (a far walker), 0.15 of one 80 px wide
+    # (the same walker near): not yet over.
+    rule = {"lines": [LINE], "min_crossing_depth": 0.2, "min_crossing_px": 4}
+    path = walk(90, 112, 12)
+    assert crossings(run(rule, {1: path}, width=20)[0]) == [(1, "out")]
+    assert crossings(run(rule, {1: path}, width=80)[0]) == []
+    farther = walk(90, 117, 12)  # 17 px: 0.21 of 80
+    assert crossings(run(rule, {1: farther}, width=80)[0]) == [(1, "out")]
+    # the floor in pixels holds for a tiny box: 0.2 x 8 = 1.6 px < min_crossing_px
+    tiny = run({**rule, "min_crossing_px": 6}, {1: walk(90, 105, 8)}, width=8)
+    assert crossings(tiny[0]) == []
+    # the band: 6 px is inside 0.1 of an 80 px box (8 px), outside 0.1 of a 20 px one (2 px)
+    band = {"lines": [LINE], "hysteresis_px": 0, "hysteresis_depth": 0.1,
+            "min_crossing_px": 0, "min_crossing_depth": 0}  # fmt: skip
+    jitter: Path = [(90, 100), (106, 100), (90, 100), (106, 100)]
+    assert crossings(run(band, {1: jitter}, width=80)[0]) == []
+    assert crossings(run(band, {1: jitter}, width=20)[0]) == [(1, "out"), (1, "in"), (1, "out")]
+
+
+def test_across_a_level_line_the_size_is_the_box_s_height() -> None:
+    level = {"name": "gate", "start": [0, 100], "end": [400, 100]}
+    down = [(200.0, 90 + 3 * i) for i in range(6)]  # ends 5 px below the line
+    rule = {"lines": [level], "min_crossing_depth": 0.2, "min_crossing_px": 4}
+    wide_and_flat = run(rule, {1: down}, width=80, height=20)  # needs 4 px
+    assert crossings(wide_and_flat[0]) == [(1, "in")]
+    tall = run(rule, {1: down}, width=20, height=80)  # needs 16 px
+    assert crossings(tall[0]) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "counted"),
+    [
+        # crosses x = 100 at y = 192 (inside the 0-200 segment); its first point past the
+        # line lies beyond the end (y = 204)
+        ([(94, 180), (106, 204)], [(1, "out")]),
+        # crosses at y = 204 (beyond the end); its first point past lies inside (y = 196)
+        ([(94, 212), (106, 196)], []),
+        # a hidden stretch: the path from the last point seen to the next crosses inside
+        ([(94, 150), None, None, (106, 210)], [(1, "out")]),
+    ],
+)
+def test_a_crossing_is_placed_where_the_path_crosses_the_line(path: Path, counted: list) -> None:
+    events, _ = run({"lines": [LINE], "min_crossing_px": 4}, {1: path})
+    assert crossings(events) == counted

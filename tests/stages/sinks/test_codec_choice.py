@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_auto_takes_the_first_hardware_encoder_that_opens(monkeypatch) -> None:
     opened = {"h264_amf"}
+
     def fake(codec: str) -> str | None:
         return None if codec in opened else "cannot be opened here: no device"
 

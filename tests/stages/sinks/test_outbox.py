@@ -115,10 +115,14 @@ def test_a_second_outage_is_warned_again_and_counted(
         reach.failing("refused", waiting=1)  # not yet warn_after_s
         reach.reachable()
     said = [(r.levelno, r.getMessage()) for r in caplog.records]
-    assert said == [
-        (logging.WARNING, "hook: http://x unreachable for 5 s (refused); 5 events waiting"),
-        (logging.INFO, "hook: http://x reachable again after 8.0 s"),
-    ] * 2
+    assert (
+        said
+        == [
+            (logging.WARNING, "hook: http://x unreachable for 5 s (refused); 5 events waiting"),
+            (logging.INFO, "hook: http://x reachable again after 8.0 s"),
+        ]
+        * 2
+    )
     assert reach.outages == 2 and reach.down_since is None and not reach.warned
 
 

@@ -74,13 +74,13 @@ def test_a_track_lost_longer_than_lost_s_comes_back_with_a_new_id() -> None:
 
 def test_new_tracks_wait_for_confirmation_after_the_first_frame() -> None:
     frames = [dets([box_at(0, 0)])] + [dets([box_at(0, 0), box_at(300, 300)]) for _ in range(3)]
-    ids = run(ByteTracker(TrackConfig(confirm_frames=3)), frames)
+    ids = run(ByteTracker(TrackConfig(confirm_frames=3, confirm_score=1.0)), frames)
     assert ids == [[1], [1, -1], [1, -1], [1, 2]], ids
 
 
 def test_a_one_frame_flicker_never_gets_an_id() -> None:
     frames = [dets([box_at(0, 0)]), dets([box_at(0, 0), box_at(300, 300)]), dets([box_at(0, 0)])]
-    tracker = ByteTracker(TrackConfig(confirm_frames=2))
+    tracker = ByteTracker(TrackConfig(confirm_frames=2, confirm_score=1.0))
     ids = run(tracker, frames + [dets([box_at(0, 0)])] * 3)
     assert max(max(frame) for frame in ids) == 1 and tracker.next_id == 2
 
@@ -198,7 +198,9 @@ def test_sources_sharing_a_batch_never_mix(apart: int) -> None:
 
 def test_untracked_kept_or_dropped() -> None:
     for mode, expected in (("drop", 1), ("keep", 2)):
-        stage = TrackStage("track", TrackConfig(untracked=mode, confirm_frames=2))
+        stage = TrackStage(
+            "track", TrackConfig(untracked=mode, confirm_frames=2, confirm_score=1.0)
+        )
         stage.open(None)  # type: ignore[arg-type]
         stage.process(frame("a", 0, dets([box_at(0, 0)])))
         (out,) = stage.process(frame("a", 1, dets([box_at(0, 0), box_at(300, 300)])))
@@ -335,7 +337,7 @@ def test_with_confirm_frames_1_a_later_track_has_an_id_at_once() -> None:
     tracker.update(dets([square(0)]), 0.0)
     later = tracker.update(dets([square(0), square(300)]), 1 / 25)
     assert later.track_id.tolist() == [1, 2]
-    waiting = ByteTracker(TrackConfig(confirm_frames=2))
+    waiting = ByteTracker(TrackConfig(confirm_frames=2, confirm_score=1.0))
     waiting.update(dets([square(0)]), 0.0)
     assert waiting.update(dets([square(0), square(300)]), 1 / 25).track_id.tolist() == [1, -1]
 
@@ -416,3 +418,56 @@ def test_the_class_follows_what_was_seen_lately() -> None:
     tracker.update(dets([square(0)], [0.8], [0]), 0.0)
     tracker.update(dets([square(0)], [0.5], [1]), 2.0)  # two half-lives later
     assert tracker.votes[0].tolist() == pytest.approx([0.2, 0.5])
+
+
+NAMED = ("person", "bicycle", "car", "motorcycle", "bus", "train", "truck")
+
+
+def named(boxes: list, scores: list, classes: list) -> Detections:
+    found = dets(boxes, scores, classes)
+    return Detections(found.xyxy, found.score, found.class_id, NAMED)
+
+
+def with_a_box_inside(outer_class: int, inner_class: int, inner_score: float) -> list:
+    """An object tracked from the first frame; from the 3rd, a smaller box inside it."""
+    outer = box_at(200, 100, 60, 160)
+    inner = (210.0, 120.0, 230.0, 180.0)  # all of it within the outer box
+    frames = [named([outer], [0.9], [outer_class]) for _ in range(2)]
+    frames += [named([outer, inner], [0.9, inner_score], [outer_class, inner_class])] * 8
+    return frames
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "score", "own_track"),
+    [
+        (0, 0, 0.35, False),  # a sleeve of the same person
+        (0, 0, 0.9, False),  # however sure the detector is of it
+        (2, 6, 0.6, False),  # a truck inside a car: classes a detector mixes up
+        (4, 0, 0.9, True),  # a person in front of a bus: another object
+    ],
+)
+def test_a_box_inside_a_tracked_object_of_its_kind_is_part_of_it(
+    outer: int, inner: int, score: float, own_track: bool
+) -> None:
+    ids = run(ByteTracker(TrackConfig()), with_a_box_inside(outer, inner, score))
+    assert all(frame[0] == 1 for frame in ids)
+    assert (ids[-1][1] > 1) is own_track, ids[-1]
+    if not own_track:  # the rule, not the thresholds: off, the same box is an object
+        loose = run(
+            ByteTracker(TrackConfig(fragment_overlap=1.0)), with_a_box_inside(outer, inner, score)
+        )
+        assert loose[-1][1] == 2
+
+
+def test_a_new_track_is_confirmed_by_its_frames_or_at_once_by_a_sure_score() -> None:
+    first = [dets([box_at(0, 0)])]
+    weak = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, 0.35]) for _ in range(4)]
+    assert [frame[1] for frame in run(ByteTracker(TrackConfig()), weak)[1:]] == [-1, 2, 2, 2]
+    sure = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, 0.4]) for _ in range(2)]
+    assert [frame[1] for frame in run(ByteTracker(TrackConfig()), sure)[1:]] == [2, 2]
+    # a weak start confirmed later by one sure sighting
+    mixed = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, s]) for s in (0.35, 0.6)]
+    assert [frame[1] for frame in run(ByteTracker(TrackConfig(confirm_frames=3)), mixed)[1:]] == [
+        -1,
+        2,
+    ]

@@ -96,7 +96,9 @@ def test_specialised_module_reads_nothing_back_from_the_device(model: str) -> No
 def test_cuda_graphs_asked_for_on_a_cpu_device_run_without(caplog) -> None:
     path = str(asset("models", "yolox_nano.onnx"))
     backend = TorchBackend(
-        path, name="det", config=TorchConfig(device="cpu", cuda_graphs=True, cache_dir="off"),
+        path,
+        name="det",
+        config=TorchConfig(device="cpu", cuda_graphs=True, cache_dir="off"),
         max_batch=8,
     )
     assert backend.graphs is None and backend.batch_sizes is None
