@@ -52,10 +52,12 @@ MODULES: dict[str, list[str]] = {
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 
 PARTS: dict[str, tuple[str, ...]] = {
-    # The tracker's class votes and merging (what issue 28 names), not its Kalman matching:
-    # the whole module is 661 mutants at ~6 s each.
+    # The tracker's class votes and merging (what issue 28 names) and issue 30's identity and
+    # fragment rules, not its Kalman matching: the whole module is 661 mutants at ~6 s each.
     "stages/track/bytetrack.py": (
         "_vote", "_grow_votes", "_output", "_start", "_select", "duplicates_of",
+        "_same_object", "_fragments", "_at_edge", "_aspect", "intersection_over_first",
+        "_correct",
     ),
 }
 """Module -> the functions mutated (default: the whole module)."""
