@@ -335,7 +335,7 @@ def test_a_new_class_column_keeps_every_track_s_votes_in_its_own_class() -> None
 def test_with_confirm_frames_1_a_later_track_has_an_id_at_once() -> None:
     tracker = ByteTracker(TrackConfig(confirm_frames=1))
     tracker.update(dets([square(0)]), 0.0)
-    later = tracker.update(dets([square(0), square(300)]), 1 / 25)
+    later = tracker.update(dets([square(0), square(300)], [0.9, 0.35]), 1 / 25)  # weak, too
     assert later.track_id.tolist() == [1, 2]
     waiting = ByteTracker(TrackConfig(confirm_frames=2, confirm_score=1.0))
     waiting.update(dets([square(0)]), 0.0)
@@ -392,6 +392,37 @@ def test_a_shape_twice_as_wide_for_its_height_is_another_object() -> None:
     assert run(ByteTracker(TrackConfig(max_aspect_change=3)), standing + wide)[-1] == [1]
     slightly = [dets([(195.0, 110.0, 255.0, 180.0)]) for _ in range(3)]  # 0.86: 1.7 x
     assert run(ByteTracker(TrackConfig()), standing + slightly)[-1] == [1]
+    exactly = [dets([(190.0, 100.0, 270.0, 180.0)]) for _ in range(3)]  # 1.0: 2 x, the limit
+    assert run(ByteTracker(TrackConfig()), standing + exactly)[-1] == [1]
+    # narrower counts the same way: 0.5 to 0.2 is 2.5 x
+    narrow = [dets([(212.0, 100.0, 228.0, 180.0)]) for _ in range(3)]
+    assert run(ByteTracker(TrackConfig()), standing + narrow)[-1] == [2]
+    assert run(ByteTracker(TrackConfig(max_aspect_change=3)), standing + narrow)[-1] == [1]
+
+
+@pytest.mark.parametrize(
+    ("box", "at_edge"),
+    [
+        ((8, 100, 50, 150), True),  # left, exactly 1% of the width in
+        ((8.5, 100, 50, 150), False),
+        ((500, 100, 792, 150), True),  # right
+        ((500, 100, 791.5, 150), False),
+        ((300, 4, 350, 50), True),  # top: 1% of the height, not of the width
+        ((300, 4.5, 350, 50), False),
+        ((300, 300, 350, 396), True),  # bottom
+        ((300, 300, 350, 395.5), False),
+        ((0, 0, 50, 50), True),  # a corner: two edges
+        ((0, 0, 800, 400), True),  # the whole picture: all four
+        ((100, 100, 200, 200), False),
+    ],
+)
+def test_a_box_within_one_percent_of_an_edge_touches_it(box: tuple, at_edge: bool) -> None:
+    tracker = ByteTracker(TrackConfig())
+    tracker.update(dets([box]), 0.0)
+    tracker.frame_size = (800, 400)
+    assert tracker._at_edge().tolist() == [at_edge]
+    tracker.frame_size = None  # unknown picture size: nothing is at an edge
+    assert tracker._at_edge().tolist() == [False]
 
 
 def test_a_confident_other_class_away_from_the_last_box_is_another_object() -> None:
@@ -463,8 +494,9 @@ def test_a_new_track_is_confirmed_by_its_frames_or_at_once_by_a_sure_score() -> 
     first = [dets([box_at(0, 0)])]
     weak = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, 0.35]) for _ in range(4)]
     assert [frame[1] for frame in run(ByteTracker(TrackConfig()), weak)[1:]] == [-1, 2, 2, 2]
-    sure = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, 0.4]) for _ in range(2)]
-    assert [frame[1] for frame in run(ByteTracker(TrackConfig()), sure)[1:]] == [2, 2]
+    for score in (0.4, 0.7):  # at confirm_score, and above it
+        sure = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, score]) for _ in range(2)]
+        assert [frame[1] for frame in run(ByteTracker(TrackConfig()), sure)[1:]] == [2, 2]
     # a weak start confirmed later by one sure sighting
     mixed = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, s]) for s in (0.35, 0.6)]
     assert [frame[1] for frame in run(ByteTracker(TrackConfig(confirm_frames=3)), mixed)[1:]] == [
