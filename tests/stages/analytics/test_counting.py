@@ -396,8 +396,26 @@ def test_across_a_level_line_the_size_is_the_box_s_height() -> None:
         ([(94, 212), (106, 196)], []),
         # a hidden stretch: the path from the last point seen to the next crosses inside
         ([(94, 150), None, None, (106, 210)], [(1, "out")]),
+        # the other way round
+        ([(106, 180), (94, 204)], [(1, "in")]),
+        ([(106, 212), (94, 196)], []),
+        # unevenly: 4 px before, 12 px past: a quarter of the way, at y = 202, beyond the end
+        ([(96, 190), (112, 238)], []),
+        ([(104, 190), (88, 238)], []),
     ],
 )
 def test_a_crossing_is_placed_where_the_path_crosses_the_line(path: Path, counted: list) -> None:
     events, _ = run({"lines": [LINE], "min_crossing_px": 4}, {1: path})
     assert crossings(events) == counted
+
+
+def test_a_zone_s_jitter_band_scales_with_the_box_height() -> None:
+    # The bay's left edge is x = 200; an anchor 6 px inside it is clear of a 10% band for a
+    # box 20 px tall (2 px), not for one 80 px tall (8 px): that one has not entered yet.
+    band = {"zones": [ZONE], "hysteresis_px": 0, "hysteresis_depth": 0.1}
+    path: Path = [(190, 100), (206, 100), (206, 100)]
+    entered = [e[:3] for e in zone_events(run(band, {1: path}, height=20)[0])]
+    assert entered == [(1, "zone_enter", 1)]
+    assert zone_events(run(band, {1: path}, height=80)[0]) == []
+    wide = run(band, {1: path}, width=80, height=20)[0]  # the height, not the width, counts
+    assert [e[:3] for e in zone_events(wide)] == [(1, "zone_enter", 1)]
