@@ -45,8 +45,12 @@ MODULES: dict[str, list[str]] = {
     ],
     "pipeline/outputs.py": ["tests/pipeline/test_outputs.py"],
     "stages/source/timeline.py": ["tests/stages/source/test_timeline.py"],
-    "stages/track/bytetrack.py": ["tests/stages/track/test_bytetrack.py"],
-    "stages/analytics/counting.py": ["tests/stages/analytics/test_counting.py"],
+    "stages/track/bytetrack.py": [
+        "tests/stages/track/test_bytetrack.py", "tests/stages/track/test_identity.py"
+    ],
+    "stages/analytics/counting.py": [
+        "tests/stages/analytics/test_counting.py", "tests/stages/analytics/test_crossing_rules.py"
+    ],
     "pipeline/service_runner.py": ["tests/pipeline/test_service_runner.py"],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
