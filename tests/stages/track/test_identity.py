@@ -10,7 +10,7 @@ import pytest
 from tests.stages.track.test_bytetrack import box_at, dets, run, run_classes, square
 from vapipe.pipeline.frame import Frame
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.bytetrack import ByteTracker
+from vapipe.stages.track.bytetrack import ByteTracker, intersection_over_first
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
 
@@ -176,3 +176,28 @@ def test_a_new_track_is_confirmed_by_its_frames_or_at_once_by_a_sure_score() -> 
         -1,
         2,
     ]
+
+
+def test_how_much_of_a_box_lies_inside_another() -> None:
+    inner = np.array([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 15.0, 25.0]])
+    outer = np.array([[0.0, 0.0, 10.0, 5.0], [-5.0, -5.0, 50.0, 50.0], [20.0, 20.0, 30.0, 30.0]])
+    assert intersection_over_first(inner, outer).tolist() == [
+        [0.5, 1.0, 0.0],
+        [0.0, 1.0, 0.0],
+    ]
+
+
+def test_a_box_exactly_fragment_overlap_inside_is_a_fragment() -> None:
+    outer = box_at(200, 100, 60, 160)  # x 200-260
+    inner = (250.0, 120.0, 262.5, 180.0)  # 10 of its 12.5 px width inside: 0.8
+    frames = [named([outer], [0.9], [0]) for _ in range(2)]
+    frames += [named([outer, inner], [0.9, 0.9], [0, 0])] * 4
+    assert run(ByteTracker(TrackConfig(fragment_overlap=0.8)), frames)[-1] == [1, -1]
+    assert run(ByteTracker(TrackConfig(fragment_overlap=0.81)), frames)[-1] == [1, 2]
+
+
+def test_a_second_sighting_that_is_also_sure_confirms() -> None:
+    first = [dets([box_at(0, 0)])]
+    both = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, s]) for s in (0.35, 0.6)]
+    ids = run(ByteTracker(TrackConfig(confirm_frames=2)), both)
+    assert [frame[1] for frame in ids[1:]] == [-1, 2]
