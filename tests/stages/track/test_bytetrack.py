@@ -335,8 +335,10 @@ def test_a_new_class_column_keeps_every_track_s_votes_in_its_own_class() -> None
 def test_with_confirm_frames_1_a_later_track_has_an_id_at_once() -> None:
     tracker = ByteTracker(TrackConfig(confirm_frames=1))
     tracker.update(dets([square(0)]), 0.0)
-    later = tracker.update(dets([square(0), square(300)], [0.9, 0.35]), 1 / 25)  # weak, too
-    assert later.track_id.tolist() == [1, 2]
+    later = tracker.update(
+        dets([square(0), square(300), square(600)], [0.9, 0.35, 0.9]), 1 / 25
+    )  # weak or sure: at once
+    assert later.track_id.tolist() == [1, 2, 3]
     waiting = ByteTracker(TrackConfig(confirm_frames=2, confirm_score=1.0))
     waiting.update(dets([square(0)]), 0.0)
     assert waiting.update(dets([square(0), square(300)]), 1 / 25).track_id.tolist() == [1, -1]

@@ -84,6 +84,12 @@ def test_a_shape_twice_as_wide_for_its_height_is_another_object() -> None:
         ((300, 4.5, 350, 50), False),
         ((300, 300, 350, 396), True),  # bottom
         ((300, 300, 350, 395.5), False),
+        ((0, 100, 50, 150), True),  # on each edge itself
+        ((300, 0, 350, 50), True),
+        ((500, 100, 800, 150), True),
+        ((300, 300, 350, 400), True),
+        ((500, 0, 800, 50), True),  # the other corners
+        ((500, 300, 800, 400), True),
         ((0, 0, 50, 50), True),  # a corner: two edges
         ((0, 0, 800, 400), True),  # the whole picture: all four
         ((100, 100, 200, 200), False),
@@ -106,6 +112,9 @@ def test_a_confident_other_class_away_from_the_last_box_is_another_object() -> N
     gap = [dets([]) for _ in range(2)]
     ahead = [dets([box_at(100 + 30 * 8, 100, 60, 60)], classes=[2]) for _ in range(3)]
     assert run(ByteTracker(TrackConfig()), moving + gap + ahead)[-1] == [2]
+    as_car = [dets([box_at(100 + 30 * i, 100, 60, 60)], classes=[2]) for i in range(6)]
+    person_ahead = [dets([box_at(100 + 30 * 8, 100, 60, 60)], classes=[0]) for _ in range(3)]
+    assert run(ByteTracker(TrackConfig()), as_car + gap + person_ahead)[-1] == [2]  # either way
     in_place = [dets([box_at(100 + 30 * 5, 100, 60, 60)], classes=[2]) for _ in range(3)]
     assert run(ByteTracker(TrackConfig()), moving + in_place)[-1] == [1]
 
@@ -196,8 +205,19 @@ def test_a_box_exactly_fragment_overlap_inside_is_a_fragment() -> None:
     assert run(ByteTracker(TrackConfig(fragment_overlap=0.81)), frames)[-1] == [1, 2]
 
 
+def test_a_fragment_and_an_object_of_their_own_in_one_frame() -> None:
+    outer = box_at(200, 100, 60, 160)
+    inner, apart = (210.0, 120.0, 230.0, 180.0), box_at(500, 100, 60, 160)
+    frames = [named([outer], [0.9], [0]) for _ in range(2)]
+    frames += [named([outer, inner, apart], [0.9, 0.9, 0.9], [0, 0, 0])] * 3
+    assert run(ByteTracker(TrackConfig()), frames)[-1] == [1, -1, 2]
+
+
 def test_a_second_sighting_that_is_also_sure_confirms() -> None:
     first = [dets([box_at(0, 0)])]
     both = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, s]) for s in (0.35, 0.6)]
     ids = run(ByteTracker(TrackConfig(confirm_frames=2)), both)
+    assert [frame[1] for frame in ids[1:]] == [-1, 2]
+    at_score = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, s]) for s in (0.35, 0.4)]
+    ids = run(ByteTracker(TrackConfig(confirm_frames=3)), at_score)  # 0.4: confirm_score
     assert [frame[1] for frame in ids[1:]] == [-1, 2]
