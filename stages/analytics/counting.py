@@ -134,14 +134,15 @@ class SourceAnalytics:
             return False  # on the line: neither side
         side = 1 if distance > 0 else -1
         before = memory.sides.get(key)
-        last = memory.last_point.get(key)
-        memory.last_point[key] = (distance, position)
         if before is None or before == side:
             memory.sides[key] = side
             memory.crossing.pop(key, None)
+            memory.last_point[key] = (distance, position)
             return False
-        if key not in memory.crossing:
-            memory.crossing[key] = Crossing(position=_where_crossed(last, distance, position))
+        if key not in memory.crossing:  # the first sighting past it: the last one was before it
+            where = _where_crossed(memory.last_point[key], distance, position)
+            memory.crossing[key] = Crossing(position=where)
+        memory.last_point[key] = (distance, position)
         crossing = memory.crossing[key]
         crossing.frames += 1
         crossing.depth = max(crossing.depth, abs(distance))
@@ -223,11 +224,9 @@ class SourceAnalytics:
         ]
 
 
-def _where_crossed(last: tuple[float, float] | None, distance: float, position: float) -> float:
-    """Where along the line the straight path from the last point off the line (on the other
-    side) to this one crosses it; this point's own position without one."""
-    if last is None or (last[0] > 0) == (distance > 0):
-        return position
+def _where_crossed(last: tuple[float, float], distance: float, position: float) -> float:
+    """Where along the line the straight path from ``last`` (signed distance, position along),
+    the last point off the line on the side left, to this one crosses it."""
     before, at = last
     return at + (position - at) * before / (before - distance)
 

@@ -140,7 +140,8 @@ class ByteTracker:
 
     def _same_object(self, dets: Detections) -> np.ndarray:
         """Track x detection: whether the pair may be one object at all, overlap aside. Its
-        shape must be near the predicted one; a confident detection of another class must
+        shape must be near that of the track's last seen box; a confident detection of another
+        class must
         overlap the track's last seen box (a class change in place is the detector hesitating;
         elsewhere, it is another object)."""
         if len(self) == 0 or len(dets) == 0:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag
 
 from vapipe.pipeline.stage import StageConfig
+from vapipe.stages.infer.backends.host_wait import HostWait
 
 
 class OnnxRuntimeConfig(StageConfig):
@@ -52,7 +53,7 @@ class TorchConfig(StageConfig):
     """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
     (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
     GPU devices. Where capture fails the model runs op by op, with a warning."""
-    host_wait: Literal["auto", "sleep", "yield", "spin"] = "auto"
+    host_wait: HostWait = "auto"
     """How a thread waiting for the GPU waits: ``auto`` (the driver's choice: it spins while
     the process has fewer contexts than the machine has cores), ``sleep`` (blocked until the
     GPU signals, its core free for other work meanwhile), ``yield`` or ``spin``. Set before

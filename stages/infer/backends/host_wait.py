@@ -17,12 +17,9 @@ runtime (``libamdhip64.so``) that torch itself uses.
 from __future__ import annotations
 
 import ctypes
-import logging
 from typing import Literal
 
-log = logging.getLogger(__name__)
-
-HostWait = Literal["auto", "spin", "yield", "sleep"]
+HostWait = Literal["auto", "sleep", "yield", "spin"]
 SCHEDULE_FLAGS = {"auto": 0, "spin": 1, "yield": 2, "sleep": 4}
 """CUDA's CU_CTX_SCHED_* and HIP's hipDeviceSchedule* share these values."""
 _SCHEDULE_MASK = 7
