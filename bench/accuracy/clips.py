@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.accuracy import synth
-from bench.accuracy.detect import cache_dir
+from bench.accuracy.detect import cache_dir, detect
+from bench.accuracy.scenes import SCENES
 from bench.accuracy.score import Box
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,23 @@ class Clip:
     dwell_frames: float | None = None
     classes: list[int] | None = None
     """COCO classes the detector keeps (the config's ``nms.classes``)."""
+    split: str = "tuning"
+    """"tuning": settings may be chosen on it; "held-out": only scored."""
+    scene: synth.Scene | None = None
+    """The generated scene (None for real footage)."""
+    labelled: bool = False
+    """Its true crossings carry the object's class: counts are scored per direction and class."""
+
+    def detections(self, model: str) -> list:
+        """The detector's boxes (cached), with the scene's fragments added."""
+        found = detect(self.path, model, self.classes)
+        return synth.add_fragments(self.scene, found) if self.scene is not None else found
+
+    def truth(self) -> list[dict]:
+        """The true crossings, the class joined to the direction when labelled."""
+        if not self.labelled:
+            return self.crossings
+        return [{**c, "direction": f"{c['direction']} {c['label']}"} for c in self.crossings]
 
 
 def traffic() -> Clip:
@@ -62,20 +80,21 @@ def generated() -> list[Clip]:
     folder = cache_dir() / "scenes"
     folder.mkdir(exist_ok=True)
     clips = []
-    for scene in synth.SCENES:
+    for scene in SCENES:
         path = synth.render(scene, media(), folder)
-        zone = {**synth.ZONE, **({"dwell_s": scene.zone_dwell_s} if scene.zone_dwell_s else {})}
-        labels = {"in": "in", "out": "out"}
+        dwell = {"dwell_s": scene.zone_dwell_s} if scene.zone_dwell_s else {}
+        dog = any(m.crop == "dog" for m in scene.movers)
         clips.append(
             Clip(
-                scene.name, path, synth.FPS, scene.frames, (synth.WIDTH, synth.HEIGHT),
-                {"lines": [synth.LINE], "zones": [zone]},
-                [{"frame": c["frame"], "direction": labels[c["direction"]]}
+                scene.name, path, synth.FPS, scene.frames, scene.size,
+                {"lines": [scene.line], "zones": [{**scene.zone, **dwell}]},
+                [{"frame": c["frame"], "direction": c["direction"], "label": c["label"]}
                  for c in scene.truth["crossings"]],
                 boxes=[list(frame) for frame in scene.truth["boxes"]],
                 visits=scene.truth["visits"],
                 dwell_frames=scene.zone_dwell_s * synth.FPS if scene.zone_dwell_s else None,
-                classes=[0, 2, 5, 7],
+                classes=[0, 2, 5, 7, 16] if dog else [0, 2, 5, 7],
+                split=scene.split, scene=scene, labelled=scene.labelled,
             )
         )  # fmt: skip
     return clips

@@ -3,6 +3,7 @@ code the pipeline runs), and Ultralytics' ByteTrack with its ObjectCounter's lin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,6 +17,7 @@ from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import compile_geometry
 from vapipe.stages.analytics.stage import AnalyticsStage
 from vapipe.stages.detections import Detections
+from vapipe.stages.infer.names import COCO_NAMES
 from vapipe.stages.track.stage import TrackStage
 
 BEFORE = {
@@ -25,6 +27,26 @@ BEFORE = {
     "conf": 0.3,
 }  # fmt: skip
 """vapipe before this benchmark: its tracker defaults and the plain side-change line rule."""
+
+
+def _tracked(
+    clip: Clip, dets: list[Detections], track: dict, conf: float, stage: type[TrackStage]
+) -> Iterator[Frame]:
+    """Each frame after the track stage (the detections kept at ``conf`` and up)."""
+    tracker = stage("track", stage.Config.model_validate(track))
+    tracker.open(None)  # type: ignore[arg-type]
+    width, height = clip.size
+    info = StreamInfo(clip.name, str(clip.path), width, height, clip.fps)
+    image = np.zeros((height, width, 3), np.uint8)
+    for seq, found in enumerate(dets):
+        frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
+        frame.detections = found[found.score >= conf]
+        (frame,) = tracker.process(frame)
+        yield frame
+
+
+def _boxes(found: Detections) -> list[Box]:
+    return [(int(t), *map(float, b)) for t, b in zip(found.track_id, found.xyxy, strict=True)]
 
 
 def vapipe(
@@ -38,27 +60,55 @@ def vapipe(
     """Events and per-frame tracks of the pipeline's own track and analytics stages (or of
     another track stage: a plugin's subclass of TrackStage, with its own config keys). Stages
     that read pixels get a black picture: run such a tracker through the CLI instead."""
-    tracker = stage("track", stage.Config.model_validate(track))
     counter = AnalyticsStage(
         "analytics", AnalyticsConfig.model_validate({**clip.analytics, **analytics})
     )
-    tracker.open(None)  # type: ignore[arg-type]
     counter.open(None)  # type: ignore[arg-type]
-    width, height = clip.size
-    info = StreamInfo(clip.name, str(clip.path), width, height, clip.fps)
-    image = np.zeros((height, width, 3), np.uint8)
     events: list[dict] = []
     tracks: list[list[Box]] = []
-    for seq, found in enumerate(dets):
-        frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
-        frame.detections = found[found.score >= conf]
-        (frame,) = tracker.process(frame)
+    for frame in _tracked(clip, dets, track, conf, stage):
         (frame,) = counter.process(frame)
-        events.extend({**e, "seq": seq} for e in frame.events)
-        out = frame.detections
-        tracks.append([(int(t), *map(float, b)) for t, b in zip(out.track_id, out.xyxy,
-                                                               strict=True)])  # fmt: skip
+        events.extend({**e, "seq": frame.seq} for e in frame.events)
+        tracks.append(_boxes(frame.detections))
     return events, tracks
+
+
+def linezone(
+    clip: Clip, dets: list[Detections], track: dict, conf: float
+) -> tuple[list[dict], list[list[Box]]] | None:
+    """supervision's ``LineZone`` (its defaults: all four corners of a box past the line, one
+    frame) counting vapipe's tracks: the same tracks as vapipe's own rule, another line rule.
+    None when supervision is not installed."""
+    try:
+        import supervision as sv
+    except ImportError:
+        return None
+    settings = AnalyticsConfig.model_validate(clip.analytics)
+    (line, *_), _ = compile_geometry(settings, clip.name, *clip.size)
+    zone = sv.LineZone(sv.Point(*line.start), sv.Point(*line.end))
+    events: list[dict] = []
+    tracks: list[list[Box]] = []
+    for frame in _tracked(clip, dets, track, conf, TrackStage):
+        found = frame.detections[frame.detections.tracked()]
+        if len(found):
+            boxes = sv.Detections(found.xyxy.astype(np.float32), confidence=found.score,
+                                  class_id=found.class_id, tracker_id=found.track_id)  # fmt: skip
+            crossed_in, crossed_out = zone.trigger(boxes)
+            for k in np.flatnonzero(crossed_in | crossed_out):
+                x1, y1, x2, y2 = found.xyxy[k]
+                events.append(_crossing(line, frame.seq, int(found.track_id[k]),
+                                        ((x1 + x2) / 2, (y1 + y2) / 2),
+                                        found.class_name(int(found.class_id[k]))))  # fmt: skip
+        tracks.append(_boxes(found))
+    return events, tracks
+
+
+def _crossing(line: Any, seq: int, track: int, centre: tuple, name: str) -> dict:
+    """A crossing event named, by vapipe's rule, after the side the centre is now on."""
+    (side,), _ = line.sides(np.array([centre], np.float64))
+    direction = line.config.in_label if side > 0 else line.config.out_label
+    return {"event": "line_cross", "seq": seq, "track_id": track, "direction": direction,
+            "class_name": name}  # fmt: skip
 
 
 class _Boxes:
@@ -102,7 +152,7 @@ def ultralytics(
                        found.class_id[keep].astype(np.float32))  # fmt: skip
         rows = tracker.update(boxes) if len(boxes) else np.zeros((0, 8))
         frame: list[Box] = []
-        for x1, y1, x2, y2, track, *_ in rows.tolist():
+        for x1, y1, x2, y2, track, _, cls, *_ in rows.tolist():
             frame.append((int(track), x1, y1, x2, y2))
             centre = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
             before = last.get(int(track))
@@ -114,9 +164,6 @@ def ultralytics(
             counted.add(int(track))
             # ObjectCounter names directions by motion (IN: rightward or downward); the side
             # the centre moved to gives the same split, in the config's labels, by vapipe's rule.
-            (side,), _ = line.sides(centre[None, :])
-            direction = line.config.in_label if side > 0 else line.config.out_label
-            events.append({"event": "line_cross", "seq": seq, "track_id": int(track),
-                           "direction": direction, "class_name": ""})  # fmt: skip
+            events.append(_crossing(line, seq, int(track), tuple(centre), COCO_NAMES[int(cls)]))
         tracks.append(frame)
     return events, tracks
