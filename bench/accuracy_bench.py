@@ -47,7 +47,7 @@ TRACK_GRID = {
 LINE_GRID = {
     "min_crossing_frames": [1, 2, 3, 4],
     "min_crossing_px": [0, 4, 8, 12, 16],
-    "min_crossing_depth": [0.0, 0.1, 0.15, 0.2, 0.3],
+    "min_crossing_depth": [0.0, 0.1, 0.15, 0.2, 0.25, 0.3],
 }
 
 

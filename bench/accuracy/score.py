@@ -43,9 +43,8 @@ def crossings(
         hits = 0
         for seq in mine:
             near = [k for k, (frame, _) in enumerate(free) if abs(frame - seq) <= MATCH_FRAMES]
-            if near:
-                best = min(near, key=lambda k: abs(free[k][0] - seq))
-                free.pop(best)
+            if near:  # the earliest: counts lag their true frames, nearest would skip one
+                free.pop(near[0])
                 hits += 1
         missed = sum(1 for _, maybe in free if not maybe)
         result[direction] = {

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.stages.analytics.config import AnalyticsConfig
-from vapipe.stages.analytics.geometry import Line, Zone, anchor_points
+from vapipe.stages.analytics.geometry import Line, Zone, anchor_points, object_sizes
 from vapipe.stages.detections import Detections
 
 Event = dict[str, Any]
@@ -96,7 +96,7 @@ class SourceAnalytics:
     def _cross(self, line: Line, dets: Detections, ids: list[int], names: list[str]) -> list[Event]:
         events = []
         signed, along = line.sides(anchor_points(dets.xyxy, line.anchor))
-        sizes = line.extents(dets.xyxy).tolist()
+        sizes = object_sizes(dets.xyxy).tolist()
         key = line.config.name
         for track_id, name, distance, position, size in zip(
             ids, names, signed.tolist(), along.tolist(), sizes, strict=True
@@ -124,7 +124,7 @@ class SourceAnalytics:
     ) -> bool:
         """Whether this sighting completes a crossing of line ``key``: the track left the side
         it was on and has now been on the other one for ``min_crossing_frames`` sightings and
-        deep enough (``min_crossing_depth`` of its box's size across the line, at least
+        deep enough (``min_crossing_depth`` of its box's height, at least
         ``min_crossing_px``).
         Going back before that cancels it, so an object walking along the line or jittering
         across it counts nothing; a real return later counts. It counts where the path
@@ -158,8 +158,9 @@ class SourceAnalytics:
     ) -> list[Event]:
         events = []
         inside, distance = zone.places(anchor_points(dets.xyxy, zone.anchor))
-        heights = dets.xyxy[:, 3] - dets.xyxy[:, 1]
-        band = np.maximum(self.config.hysteresis_px, self.config.hysteresis_depth * heights)
+        band = np.maximum(
+            self.config.hysteresis_px, self.config.hysteresis_depth * object_sizes(dets.xyxy)
+        )
         clear = (distance >= band).tolist()
         key = zone.config.name
         for track_id, name, is_in, is_clear in zip(ids, names, inside.tolist(), clear, strict=True):

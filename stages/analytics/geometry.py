@@ -59,12 +59,6 @@ class Line:
         along = (offset @ direction) / (length * length)
         return signed, along
 
-    def extents(self, xyxy: np.ndarray) -> np.ndarray:
-        """Each box's size across the line (along its normal): the width for a vertical
-        line, the height for a horizontal one. An object's crossing depth is measured in it."""
-        dx, dy = np.abs(self.end - self.start) / float(np.hypot(*(self.end - self.start)))
-        return dy * (xyxy[:, 2] - xyxy[:, 0]) + dx * (xyxy[:, 3] - xyxy[:, 1])
-
     def totals(self) -> dict[str, int]:
         return {label: sum(counter.values()) for label, counter in self.counts.items()}
 
@@ -154,3 +148,12 @@ def geometry_problems(
 
 def _point(point: np.ndarray) -> str:
     return "[" + ", ".join(f"{value:g}" for value in point.tolist()) + "]"
+
+
+def object_sizes(xyxy: np.ndarray) -> np.ndarray:
+    """Each box's height: the yardstick of an object's size for the crossing depth and the
+    jitter band, at a line or a zone's edge. A walker's sway and a box's jitter scale with it
+    (a box's width changes with the pose, and for a walker it is a third of the height, so a
+    fraction of it let a 720p walker's sway count at every step); it is also the one the
+    tuning clips of the accuracy benchmark chose (bench/results/accuracy.md)."""
+    return xyxy[:, 3] - xyxy[:, 1]

@@ -88,7 +88,10 @@ class ByteTracker:
         matched_dets.append(found)
         self.state[_without(on_screen, tracks)] = LOST
 
-        # 3: tentative tracks against what is left of the confident detections.
+        # 3: tentative tracks against what is left of the confident detections, less the
+        # fragments of objects already matched: a part of a tracked object confirms nothing.
+        taken = np.concatenate(matched_dets)
+        rest_high = rest_high[~self._fragments(dets, rest_high, taken)]
         tracks, found = self._associate(unconfirmed, rest_high, dets, overlaps, 0.3, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
@@ -107,7 +110,7 @@ class ByteTracker:
         keep &= ~((self.state == LOST) & (time_s - self.last_seen > patience))
         self._select(keep)
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
-        born = born[~self._fragments(dets, born, det_rows)]
+        born = born[~self._fragments(dets, born, det_rows)]  # nor inside a box step 3 took
         track_id[born] = self._start(dets[born], time_s)
         return dets.replace(track_id=track_id, class_id=class_id)
 

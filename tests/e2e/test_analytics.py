@@ -3,6 +3,7 @@ through a line and into a zone, and the traffic clip through configs/analytics.t
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import av
@@ -74,10 +75,11 @@ def test_people_on_known_paths_cross_the_line_and_dwell_in_the_zone(tmp_path: Pa
         for e in events
         if e["event"] != "frame"
     ]
-    # Where the generated paths put each event: the anchor 15% of the walker's width (at
-    # least 12 px) past the line, 4 px inside the zone's edge; detection boxes differ from
-    # the pasted ones by a few pixels: +-2 frames.
-    depth = max(12, 0.15 * person_crop().shape[1])
+    # Where the generated paths put each event: the anchor the config's share of the
+    # walker's height (at least its pixels) past the line, 4 px inside the zone's edge;
+    # detection boxes differ from the pasted ones by a few pixels: +-2 frames.
+    rule = tomllib.loads(ANALYTICS.read_text())["nodes"]["analytics"]
+    depth = max(rule["min_crossing_px"], rule["min_crossing_depth"] * person_crop().shape[0])
     a_cross = first(a_centre, lambda x: x < 320 - depth)
     b_cross = first(b_centre, lambda x: x > 320 + depth)
     b_enter = first(b_centre, lambda x: x > 504)

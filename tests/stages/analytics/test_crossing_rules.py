@@ -10,34 +10,42 @@ from tests.stages.analytics.test_counting import LINE, ZONE, Path, crossings, ru
 
 
 def test_the_crossing_depth_and_the_jitter_band_scale_with_the_box() -> None:
-    # The line is vertical: an object's size across it is its box's width. The same path,
-    # 12 px past the line: 0.6 of a box 20 px wide (a far walker), 0.15 of one 80 px wide
-    # (the same walker near): not yet over.
+    # An object's size is its box's height. The same path, 12 px past the line: 0.6 of a box
+    # 20 px tall (a far walker), 0.15 of one 80 px tall (the same walker near): not yet over.
     rule = {"lines": [LINE], "min_crossing_depth": 0.2, "min_crossing_px": 4}
     path = walk(90, 112, 12)
-    assert crossings(run(rule, {1: path}, width=20)[0]) == [(1, "out")]
-    assert crossings(run(rule, {1: path}, width=80)[0]) == []
+    assert crossings(run(rule, {1: path}, height=20)[0]) == [(1, "out")]
+    assert crossings(run(rule, {1: path}, height=80)[0]) == []
     farther = walk(90, 117, 12)  # 17 px: 0.21 of 80
-    assert crossings(run(rule, {1: farther}, width=80)[0]) == [(1, "out")]
+    assert crossings(run(rule, {1: farther}, height=80)[0]) == [(1, "out")]
     # the floor in pixels holds for a tiny box: 0.2 x 8 = 1.6 px < min_crossing_px
-    tiny = run({**rule, "min_crossing_px": 6}, {1: walk(90, 105, 8)}, width=8)
+    tiny = run({**rule, "min_crossing_px": 6}, {1: walk(90, 105, 8)}, height=8)
     assert crossings(tiny[0]) == []
     # the band: 6 px is inside 0.1 of an 80 px box (8 px), outside 0.1 of a 20 px one (2 px)
     band = {"lines": [LINE], "hysteresis_px": 0, "hysteresis_depth": 0.1,
             "min_crossing_px": 0, "min_crossing_depth": 0}  # fmt: skip
     jitter: Path = [(90, 100), (106, 100), (90, 100), (106, 100)]
-    assert crossings(run(band, {1: jitter}, width=80)[0]) == []
-    assert crossings(run(band, {1: jitter}, width=20)[0]) == [(1, "out"), (1, "in"), (1, "out")]
+    assert crossings(run(band, {1: jitter}, height=80)[0]) == []
+    assert crossings(run(band, {1: jitter}, height=20)[0]) == [(1, "out"), (1, "in"), (1, "out")]
 
 
-def test_across_a_level_line_the_size_is_the_box_s_height() -> None:
+def test_the_size_is_the_box_s_height_whatever_the_line_s_direction() -> None:
+    # A walker's box is a third as wide as it is tall: swinging 6% of its height either side
+    # of a vertical line is 18% of its width, and counted at every swing if the width were the
+    # yardstick; in the height, it is well under the 0.25 of the default.
     level = {"name": "gate", "start": [0, 100], "end": [400, 100]}
     down = [(200.0, 90 + 3 * i) for i in range(6)]  # ends 5 px below the line
     rule = {"lines": [level], "min_crossing_depth": 0.2, "min_crossing_px": 4}
-    wide_and_flat = run(rule, {1: down}, width=80, height=20)  # needs 4 px
-    assert crossings(wide_and_flat[0]) == [(1, "in")]
+    flat = run(rule, {1: down}, width=80, height=20)  # needs 4 px
+    assert crossings(flat[0]) == [(1, "in")]
     tall = run(rule, {1: down}, width=20, height=80)  # needs 16 px
     assert crossings(tall[0]) == []
+    swing = 0.06 * 240  # a walker 240 px tall (720p), 94 px wide, on the vertical line
+    along: Path = [(100 + (swing if (i // 4) % 2 else -swing), 20 + 2 * i) for i in range(80)]
+    walker = run({"lines": [LINE], "min_crossing_px": 12}, {1: along}, width=94, height=240)
+    assert crossings(walker[0]) == []
+    crossing = run({"lines": [LINE]}, {1: walk(40, 180, 14)}, width=94, height=240)
+    assert crossings(crossing[0]) == [(1, "out")]
 
 
 @pytest.mark.parametrize(

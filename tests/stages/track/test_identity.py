@@ -221,3 +221,20 @@ def test_a_second_sighting_that_is_also_sure_confirms() -> None:
     at_score = first + [dets([box_at(0, 0), box_at(300, 300)], [0.9, s]) for s in (0.35, 0.4)]
     ids = run(ByteTracker(TrackConfig(confirm_frames=3)), at_score)  # 0.4: confirm_score
     assert [frame[1] for frame in ids[1:]] == [-1, 2]
+
+
+def test_a_tentative_track_does_not_grow_on_a_fragment() -> None:
+    # A weak box half outside a tracked person starts a tentative track; its next sighting
+    # lies all inside the person's box: a fragment, which confirms nothing (the bonnet box
+    # that took a car's second track in the accuracy bench's fragments_cars).
+    outer = box_at(200, 100, 60, 160)  # x 200-260
+    half_out = (230.0, 120.0, 270.0, 180.0)  # 0.75 inside: not a fragment
+    inside = (225.0, 120.0, 258.0, 180.0)  # all inside; IoU 0.62 with half_out
+    frames = [named([outer], [0.9], [0]) for _ in range(2)]
+    frames += [named([outer, half_out], [0.9, 0.35], [0, 0])]
+    frames += [named([outer, inside], [0.9, 0.35], [0, 0])] * 3
+    ids = run(ByteTracker(TrackConfig()), frames)
+    assert ids[2] == [1, -1]
+    assert ids[3:] == [[1, -1]] * 3
+    loose = run(ByteTracker(TrackConfig(fragment_overlap=1.0)), frames)
+    assert loose[3] == [1, 2]  # without the rule the tentative track takes it and confirms
