@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.accuracy import runners, score  # noqa: E402
-from bench.accuracy.clips import Clip, generated, traffic  # noqa: E402
+from bench.accuracy.clips import Clip, generated, people, traffic  # noqa: E402
 from vapipe.stages.analytics.config import AnalyticsConfig  # noqa: E402
 from vapipe.stages.track.config import TrackConfig  # noqa: E402
 
@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--tune", action="store_true", help="search the settings first")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "accuracy")
     args = parser.parse_args()
-    clips = [traffic(), *generated()]
+    clips = [traffic(), people(), *generated()]
     for clip in clips:
         for model in MODELS:
             clip.detections(model)  # fill the cache before the pool forks

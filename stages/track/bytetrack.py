@@ -13,7 +13,9 @@ better one before matching, its score going to the vote.
 One track, one object: overlap alone would hand a lost track to whatever enters where it was
 going, so a match also needs the detection's shape (width/height) near that of the track's
 last seen box, and a confident detection of another class must overlap the track's last seen box; a
-track lost at the picture's edge expires after ``border_lost_s``, not ``lost_s``.
+track lost at the picture's edge expires after ``border_lost_s``, not ``lost_s``. A detection
+lying inside an object a track holds (a sleeve, a bonnet) or holding two such objects (two
+walkers in one box) is part of them: it neither starts a track nor confirms a tentative one.
 """
 
 from __future__ import annotations
@@ -162,14 +164,18 @@ class ByteTracker:
         """Per detection in ``born``: whether it lies ``fragment_overlap`` inside (of its own
         area) the box of a detection a track took this frame, of the same or a confusable
         class: a sleeve, a head, a wheel of that object, not an object of its own."""
-        if len(born) == 0 or len(taken) == 0 or self.params.fragment_overlap >= 1:
+        if len(born) == 0 or len(taken) == 0:
             return np.zeros(len(born), bool)
-        inside = intersection_over_first(dets.xyxy[born], dets.xyxy[taken])
         groups = {name: index for index, group in enumerate(self.params.confusable)
                   for name in group}  # fmt: skip
         kinds = [groups.get(dets.class_name(c), f"class {c}") for c in dets.class_id.tolist()]
         alike = np.array([[kinds[b] == kinds[t] for t in taken.tolist()] for b in born.tolist()])
-        return ((inside >= self.params.fragment_overlap) & alike).any(axis=1)
+        part = intersection_over_first(dets.xyxy[born], dets.xyxy[taken])
+        holds = intersection_over_first(dets.xyxy[taken], dets.xyxy[born]).T
+        fragment = ((part >= self.params.fragment_overlap) & alike).any(axis=1)
+        group = ((holds >= self.params.group_overlap) & alike).sum(axis=1) >= 2
+        off = (self.params.fragment_overlap >= 1, self.params.group_overlap >= 1)
+        return (fragment & (not off[0])) | (group & (not off[1]))
 
     def _at_edge(self) -> np.ndarray:
         """Per track: whether its last seen box touched the picture's edge."""

@@ -48,13 +48,18 @@ class TrackConfig(StageConfig):
     scores ``confirm_score`` (on a source's first frame, tracks are confirmed at once). Only
     a confirmed track's detections carry its id, so an unconfirmed one (a fragment, a
     flicker) makes no crossing or zone event."""
-    confirm_score: float = Field(0.4, gt=0, le=1)
-    """A detection scoring at least this confirms its new track at once (above the 0.29-0.36
-    of the fragments seen on a sleeve or a blurred head)."""
+    confirm_score: float = Field(0.35, gt=0, le=1)
+    """A detection scoring at least this confirms its new track at once (0.35: the best of
+    0.3-0.5 on the accuracy benchmark's tuning clips; a fragment inside a tracked object
+    starts no track whatever it scores)."""
     fragment_overlap: float = Field(0.8, gt=0, le=1)
     """A detection no track took that lies this much (of its own area) inside the box of one
     a track did take, of the same or a confusable class, is part of that object (a sleeve, a
     head, a wheel) and starts no track. 1 turns this off."""
+    group_overlap: float = Field(0.5, gt=0, le=1)
+    """A detection no track took that holds two or more boxes tracks did take, each at least
+    this much (of their own area) inside it, of its kind, is those objects seen as one (two
+    walkers side by side in one box) and starts no track. 1 turns this off."""
     confusable: list[list[str]] = Field(
         default_factory=lambda: [["car", "truck", "bus"], ["bicycle", "motorcycle"]]
     )
