@@ -265,3 +265,17 @@ def test_a_box_holding_two_tracked_objects_of_its_kind_is_not_a_third(
         assert loose[-1][2] == 3
     cars = [named([a, b, both], [0.9, 0.9, 0.9], [0, 0, 2])] * 3  # a car round two people
     assert run(ByteTracker(TrackConfig()), frames[:2] + cars)[-1][2] == 3
+
+
+def test_a_box_round_three_walkers_or_inside_a_bigger_object_starts_no_track() -> None:
+    walkers = [(100.0 + 50 * k, 100.0, 140.0 + 50 * k, 180.0) for k in range(3)]
+    round_three = (95.0, 95.0, 245.0, 185.0)
+    frames = [named(walkers, [0.9] * 3, [0] * 3) for _ in range(2)]
+    frames += [named([*walkers, round_three], [0.9] * 4, [0] * 4)] * 3
+    assert run(ByteTracker(TrackConfig()), frames)[-1] == [1, 2, 3, -1]
+    # both at once: inside a tracked crowd's box and round two walkers in it
+    crowd, a, b = (0.0, 0.0, 300.0, 300.0), (50.0, 50.0, 90.0, 130.0), (100.0, 50.0, 140.0, 130.0)
+    both = (45.0, 45.0, 145.0, 135.0)
+    frames = [named([crowd, a, b], [0.9] * 3, [0] * 3) for _ in range(2)]
+    frames += [named([crowd, a, b, both], [0.9] * 4, [0] * 4)] * 3
+    assert run(ByteTracker(TrackConfig()), frames)[-1] == [1, 2, 3, -1]
