@@ -42,8 +42,12 @@ class Clip:
     """"tuning": settings may be chosen on it; "held-out": only scored."""
     scene: synth.Scene | None = None
     """The generated scene (None for real footage)."""
-    labelled: bool = False
-    """Its true crossings carry the object's class: counts are scored per direction and class."""
+
+    @property
+    def labelled(self) -> bool:
+        """Its true crossings carry the object's class: counts are scored per direction and
+        class."""
+        return self.scene is not None and self.scene.labelled
 
     def detections(self, model: str) -> list:
         """The detector's boxes (cached), with the scene's fragments added."""
@@ -113,7 +117,7 @@ def generated() -> list[Clip]:
                 visits=scene.truth["visits"],
                 dwell_frames=scene.zone_dwell_s * synth.FPS if scene.zone_dwell_s else None,
                 classes=[0, 2, 5, 7, 16] if dog else [0, 2, 5, 7],
-                split=scene.split, scene=scene, labelled=scene.labelled,
+                split=scene.split, scene=scene,
             )
         )  # fmt: skip
     return clips

@@ -146,9 +146,8 @@ class ByteTracker:
     def _same_object(self, dets: Detections) -> np.ndarray:
         """Track x detection: whether the pair may be one object at all, overlap aside. Its
         shape must be near that of the track's last seen box; a confident detection of another
-        class must
-        overlap the track's last seen box (a class change in place is the detector hesitating;
-        elsewhere, it is another object)."""
+        class must overlap the track's last seen box (a class change in place is the detector
+        hesitating; elsewhere, it is another object)."""
         if len(self) == 0 or len(dets) == 0:
             return np.ones((len(self), len(dets)), bool)
         # Against the last seen box, not the filter's estimate: its aspect ratio barely moves
@@ -161,9 +160,10 @@ class ByteTracker:
         return shaped & ~(other_class & confident & apart)
 
     def _fragments(self, dets: Detections, born: np.ndarray, taken: np.ndarray) -> np.ndarray:
-        """Per detection in ``born``: whether it lies ``fragment_overlap`` inside (of its own
-        area) the box of a detection a track took this frame, of the same or a confusable
-        class: a sleeve, a head, a wheel of that object, not an object of its own."""
+        """Per detection in ``born``: whether it is part of objects tracks took this frame, of
+        the same or a confusable class: lying ``fragment_overlap`` inside (of its own area)
+        one's box (a sleeve, a head, a wheel), or holding two or more, each ``group_overlap``
+        inside it (of their own area: two walkers in one box). Either rule is off at 1."""
         if len(born) == 0 or len(taken) == 0:
             return np.zeros(len(born), bool)
         groups = {name: index for index, group in enumerate(self.params.confusable)
@@ -172,10 +172,10 @@ class ByteTracker:
         alike = np.array([[kinds[b] == kinds[t] for t in taken.tolist()] for b in born.tolist()])
         part = intersection_over_first(dets.xyxy[born], dets.xyxy[taken])
         holds = intersection_over_first(dets.xyxy[taken], dets.xyxy[born]).T
-        fragment = ((part >= self.params.fragment_overlap) & alike).any(axis=1)
-        group = ((holds >= self.params.group_overlap) & alike).sum(axis=1) >= 2
-        off = (self.params.fragment_overlap >= 1, self.params.group_overlap >= 1)
-        return (fragment & (not off[0])) | (group & (not off[1]))
+        p = self.params
+        fragment = ((part >= p.fragment_overlap) & alike).any(axis=1) & (p.fragment_overlap < 1)
+        group = (((holds >= p.group_overlap) & alike).sum(axis=1) >= 2) & (p.group_overlap < 1)
+        return fragment | group
 
     def _at_edge(self) -> np.ndarray:
         """Per track: whether its last seen box touched the picture's edge."""
