@@ -30,18 +30,18 @@ RESULTS = REPO / "bench/results"
 
 MODULES: dict[str, list[str]] = {
     "stages/sinks/outbox.py": ["tests/stages/sinks/test_outbox.py"],
-    "pipeline/event_hub.py": ["tests/pipeline/test_event_hub.py"],
-    "pipeline/shard_ledger.py": ["tests/pipeline/test_shard_ledger.py"],
+    "pipeline/serve/event_hub.py": ["tests/pipeline/serve/test_event_hub.py"],
+    "pipeline/shards/ledger.py": ["tests/pipeline/shards/test_shard_ledger.py"],
     "stages/sinks/http_post.py": [
         "tests/stages/sinks/test_http_post.py", "tests/stages/sinks/test_webhook.py"
     ],
-    "pipeline/shard_stats.py": ["tests/pipeline/test_shards.py"],
+    "pipeline/shards/stats.py": ["tests/pipeline/shards/test_shards.py"],
     "pipeline/urls.py": ["tests/pipeline/test_urls.py"],
-    "pipeline/media_roots.py": ["tests/pipeline/test_service_checks.py"],
+    "pipeline/serve/media_roots.py": ["tests/pipeline/serve/test_service_checks.py"],
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
     "pipeline/overrides.py": ["tests/pipeline/test_config.py"],
-    "pipeline/http_api.py": [
-        "tests/pipeline/test_http_api.py", "tests/pipeline/test_http_api_streams.py"
+    "pipeline/serve/http_api.py": [
+        "tests/pipeline/serve/test_http_api.py", "tests/pipeline/serve/test_http_api_streams.py"
     ],
     "pipeline/outputs.py": ["tests/pipeline/test_outputs.py"],
     "stages/source/timeline.py": ["tests/stages/source/test_timeline.py"],
@@ -51,7 +51,7 @@ MODULES: dict[str, list[str]] = {
     "stages/analytics/counting.py": [
         "tests/stages/analytics/test_counting.py", "tests/stages/analytics/test_crossing_rules.py"
     ],
-    "pipeline/service_runner.py": ["tests/pipeline/test_service_runner.py"],
+    "pipeline/serve/runner.py": ["tests/pipeline/serve/test_service_runner.py"],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 

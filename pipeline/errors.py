@@ -55,7 +55,8 @@ class StageError(PipelineError):
         if source_id is not None:
             where += f" (source '{source_id}'"
             where += f", seq {seq})" if seq is not None else ")"
-        super().__init__(f"{where}: {message}")
+        # One line, as the run's error is printed: an exception's text may hold newlines.
+        super().__init__(f"{where}: {message}".replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class MissingDependencyError(PipelineError):

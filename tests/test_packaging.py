@@ -66,7 +66,7 @@ def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
         "import vapipe, vapipe.stages, vapipe.models, importlib.resources as r;"
         "print(vapipe.stages.__file__);"
         "print(r.files('vapipe.stages.preprocess').joinpath('kernels/letterbox.cl').is_file()"
-        " and r.files('vapipe.pipeline').joinpath('web/page.js').is_file());"
+        " and r.files('vapipe.pipeline.serve').joinpath('web/page.js').is_file());"
         "print(sorted(vapipe.models.manifest()['models']))"
     )
     shown = subprocess.run(
@@ -99,8 +99,9 @@ def test_readme_code_map_matches_the_tree() -> None:
     top = {path.split("/")[0] for path in tracked if "/" in path and not path.startswith(".")}
     subpackages = {
         str(init.parent.relative_to(REPO))
-        for init in (REPO / "stages").rglob("__init__.py")
-        if init.parent != REPO / "stages"
+        for top in ("pipeline", "stages")
+        for init in (REPO / top).rglob("__init__.py")
+        if init.parent != REPO / top
     }
     missing = (top | subpackages) - mapped
     assert not missing, f"folders missing from the README's code map: {sorted(missing)}"

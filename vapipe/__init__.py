@@ -1,5 +1,7 @@
 """vapipe: GStreamer-style video analytics pipelines.
 
+From Python: ``vapipe.Pipeline.from_toml("configs/file.toml").run()`` (docs/python.md).
+
 The code lives in the repository's top-level folders, installed under this name:
 ``vapipe.pipeline`` (pipeline/), ``vapipe.stages`` (stages/) and ``vapipe.models`` (models/).
 """
@@ -10,4 +12,19 @@ from pkgutil import extend_path
 # extending the path lets the installed subpackages be found all the same.
 __path__ = extend_path(__path__, __name__)
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+__all__ = ["Event", "Outcome", "Pipeline", "__version__"]
+
+if TYPE_CHECKING:
+    from vapipe.api import Event, Outcome, Pipeline
+
+
+def __getattr__(name: str) -> Any:
+    # Imported when first used: `run-pipeline` starts without the Python API's imports.
+    if name in ("Event", "Outcome", "Pipeline"):
+        from vapipe import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'vapipe' has no attribute {name!r}")

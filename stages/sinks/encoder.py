@@ -22,8 +22,8 @@ import av
 import cv2
 import numpy as np
 
+from vapipe.pipeline.cpus import usable_cores
 from vapipe.pipeline.errors import ConfigError
-from vapipe.pipeline.shard_plan import usable_cores
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import av
 import numpy as np
 
 from vapipe.pipeline import lingering
+from vapipe.pipeline.cpus import usable_cores
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import StreamInfo
-from vapipe.pipeline.shard_plan import usable_cores
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.config import SourceConfig
 from vapipe.stages.source.images import IMAGE_SUFFIXES

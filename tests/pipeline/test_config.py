@@ -8,7 +8,7 @@ import pytest
 
 from tests.pipeline import stubs  # noqa: F401  (registers test-* stages)
 from vapipe.pipeline import config, graph
-from vapipe.pipeline.cli import main
+from vapipe.pipeline.cli.main import main
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.queues import Leaky
 

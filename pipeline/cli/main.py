@@ -1,0 +1,298 @@
+"""``run-pipeline``: run a pipeline graph from a TOML file, or fetch its assets.
+
+Exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vapipe import __version__
+from vapipe.pipeline import assets
+from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.logs import LOG_LEVELS, json_line, setup_logging
+from vapipe.pipeline.outcome import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from vapipe.pipeline.runner import Runner
+from vapipe.pipeline.signals import install_stop_signals
+from vapipe.pipeline.urls import mask_credentials
+
+if TYPE_CHECKING:
+    from vapipe.pipeline.graph import Graph
+    from vapipe.pipeline.outcome import RunResult
+    from vapipe.pipeline.shards.supervisor import ShardRunner
+
+log = logging.getLogger("pipeline")
+
+OUT_OF_MEMORY = "out of memory (under a memory limit such as ulimit -v, or a container's?)"
+
+
+def run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run-pipeline",
+        description="Run a video analytics pipeline declared in TOML (see configs/). "
+        "Other commands: 'run-pipeline serve CONFIG' runs it as a service (streams added "
+        "and removed over HTTP, live previews, metrics); 'run-pipeline fetch NAME...' "
+        "downloads models and sample clips; "
+        "'run-pipeline stages' lists stage types and their keys; 'run-pipeline doctor' shows "
+        "the execution providers, OpenCL devices and hardware codecs found here.",
+        epilog="exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted",
+    )
+    add_graph_options(parser)
+    parser.add_argument(
+        "--max-frames", type=int, metavar="N", help="stop each source after N frames"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
+    parser.add_argument("--version", action="version", version=f"vapipe {__version__}")
+    return parser
+
+
+def add_graph_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``run-pipeline CONFIG`` and ``run-pipeline serve CONFIG`` share."""
+    parser.add_argument("config", help="pipeline file, e.g. configs/file.toml")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NODE.KEY=VALUE",
+        help="override a node key with a TOML value (det.max_batch=8, "
+        "cam.uri=video.mp4; pipeline.shards=2 and serve.template=cam for those tables); "
+        "repeatable",
+    )
+    parser.add_argument(
+        "--stats",
+        metavar="FILE",
+        help="write per-stage frames, fps, timings, queue high-water marks and "
+        "the execution provider as JSON",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="debug also shows tracebacks (default: info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="json: one object per log line (time, level, logger, message) for log shippers",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    from vapipe.pipeline.cli import tools as tool_cmds
+
+    commands = {
+        "fetch": tool_cmds.fetch_main,
+        "stages": tool_cmds.stages_main,
+        "doctor": tool_cmds.doctor_main,
+        "models": models_main,
+        "serve": serve_main,
+    }
+    style = "json" if _asks_json(args) else "text"
+    try:
+        if args and args[0] in commands:
+            # These have files to clean up on Ctrl-C (a download): KeyboardInterrupt again.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            return commands[args[0]](args[1:])
+        return run_main(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `run-pipeline stages | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except MemoryError:
+        return _fail(OUT_OF_MEMORY, EXIT_FAILURE, style)
+    except Exception as exc:  # never a traceback wall: one line, the traceback with debug
+        if isinstance(exc, ImportError | OSError) and "map segment" in str(exc):
+            # A library that cannot be mapped under an address-space limit.
+            return _fail(f"{OUT_OF_MEMORY}: {exc}", EXIT_FAILURE, style)
+        log.debug("unexpected error", exc_info=True)
+        return _fail(
+            f"{type(exc).__name__}: {exc} (an internal error; --log-level debug shows where)",
+            EXIT_FAILURE,
+            style,
+        )
+
+
+def serve_main(argv: list[str]) -> int:
+    from vapipe.pipeline.cli.serve import serve_main as serve
+
+    return serve(argv)
+
+
+def _asks_json(args: list[str]) -> bool:
+    """``--log-format json`` among the arguments (read before argparse, for early errors)."""
+    return "--log-format=json" in args or any(
+        a == "--log-format" and b == "json" for a, b in itertools.pairwise(args)
+    )
+
+
+def run_main(argv: list[str]) -> int:
+    parser = run_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    if args.max_frames is not None and args.max_frames < 1:
+        parser.error("--max-frames must be at least 1")
+    from vapipe.pipeline import config as config_module
+    from vapipe.pipeline import graph as graph_module
+
+    try:
+        spec = config_module.load(args.config, args.overrides)
+        graph = graph_module.build(spec, {args.stats: "--stats"} if args.stats else None)
+        if args.stats:
+            _check_writable(Path(args.stats))
+        prepare_assets(graph)
+    except ConfigError as exc:
+        return _fail(exc, EXIT_USAGE, args.log_format)
+
+    from vapipe.pipeline.shards.choice import runner_for
+
+    try:
+        runner = runner_for(
+            spec,
+            graph,
+            overrides=args.overrides,
+            max_frames=args.max_frames,
+            log_level=args.log_level,
+            log_format=args.log_format,
+        )
+    except ConfigError as exc:
+        return _fail(exc, EXIT_USAGE, args.log_format)
+    # From here to the process's end, SIGINT/SIGTERM stop the run (also while the stages
+    # open) and a second one exits at once; never Python's KeyboardInterrupt.
+    install_stop_signals(runner.on_signal)
+    progress = _Progress(runner) if sys.stderr.isatty() and not args.no_progress else None
+    result = runner.run(handle_signals=False, on_started=progress.start if progress else None)
+    if progress:
+        progress.stop()
+    if report(result, args.stats, args.log_format):
+        return result.exit_code
+    if result.exit_code == EXIT_INTERRUPTED:
+        if args.log_format == "json":
+            json_line("info", "interrupted: outputs were flushed and closed", exit_code=130)
+        else:
+            print("interrupted: outputs were flushed and closed", file=sys.stderr)
+    return result.exit_code
+
+
+def report(result: RunResult, stats_path: str | None, log_format: str) -> bool:
+    """The end of a run as the user sees it: the --stats file, the summary table (or its
+    JSON line), and the error in one line. True when there was an error."""
+    stats = result.stats
+    if stats_path:
+        _write_stats(Path(stats_path), stats)
+    if stats["started"]:  # a stage that failed to open leaves nothing worth a table
+        if log_format == "json":
+            json_line("info", "summary", summary=json.loads(_masked_json(stats)))
+        else:
+            print(_summary(stats), file=sys.stderr)
+    if result.error is None:
+        return False
+    log.debug("run failed", exc_info=result.error)
+    _fail(result.error, result.exit_code, log_format)
+    return True
+
+
+def prepare_assets(graph: Graph) -> None:
+    """Every model and sample clip the nodes need, found or fetched before any node opens."""
+    assets.prepare(
+        [
+            assets.Needed(kind, name, node)
+            for node, spec_node in graph.nodes.items()
+            for kind, name in spec_node.stage_cls.assets_needed(spec_node.config)
+        ]
+    )
+
+
+def _summary(stats: dict[str, Any]) -> str:
+    from vapipe.pipeline.metrics import format_table
+
+    return format_table(stats)
+
+
+def _check_writable(path: Path) -> None:
+    """The --stats file can be written: found out now, not after the run."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write --stats {path}: {exc.strerror or exc}") from None
+
+
+def _masked_json(stats: dict[str, Any], indent: int | None = None) -> str:
+    return mask_credentials(json.dumps(stats, indent=indent, default=str))
+
+
+def _write_stats(path: Path, stats: dict[str, Any]) -> None:
+    text = _masked_json(stats, indent=2)
+    try:
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        log.error("cannot write stats to %s: %s", path, exc)
+
+
+def _fail(error: BaseException | str, code: int, style: str = "text") -> int:
+    message = mask_credentials(str(error))
+    if style == "json":
+        json_line("error", message, exit_code=code)
+    else:
+        print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+class _Progress:
+    """One self-rewriting line on stderr: frames done of total, and fps."""
+
+    def __init__(self, runner: Runner | ShardRunner) -> None:
+        self.runner = runner
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")
+        self._started = time.monotonic()
+
+    def start(self, _runner: Any) -> None:
+        self._started = time.monotonic()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(0.5):
+            done, total = self.runner.progress()
+            elapsed = time.monotonic() - self._started
+            fps = done / elapsed if elapsed > 0 else 0.0
+            if total:
+                bar = "#" * int(30 * done / total)
+                line = f"[{bar:<30}] {done}/{total} frames  {fps:.1f} fps"
+            else:
+                line = f"{done} frames  {fps:.1f} fps"
+            sys.stderr.write(f"\r{line}\x1b[K")
+            sys.stderr.flush()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(1.0)
+            sys.stderr.write("\r\x1b[K")
+
+
+def models_main(argv: list[str]) -> int:
+    from vapipe.pipeline.cli.models import main as models
+
+    return models(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+"""``[pipeline] shards = N``: the sources split across N processes, past the GIL.
+
+Each shard (pipeline/shards/worker.py) runs the whole graph on its share of the sources, with its
+own detector. This process holds the one real sink of each event node: the shards send
+records, and each shard's records arrive in the order it made them, so events stay in order
+per source. A shard that dies is reported (``source_down`` for its sources), started again
+with them (a file resumes after the last frame delivered, a camera numbers on), and its
+sources come back with ``source_up``; after ``shard_restarts`` the run fails. The first
+Ctrl-C or SIGTERM is passed on to every shard, which drains as a single process would.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
+from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.outcome import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    RunResult,
+    exit_code_for,
+    exit_text,
+    naming_node,
+)
+from vapipe.pipeline.shards.forkserver import ask_stacks, kill, shard_context, terminate
+from vapipe.pipeline.shards.ledger import Delivered, Ledger
+from vapipe.pipeline.shards.plan import partition
+from vapipe.pipeline.shards.stats import merge_stats
+from vapipe.pipeline.shards.worker import ShardJob, record_taps_of, run_shard
+from vapipe.pipeline.stage import Stage, StageContext
+
+log = logging.getLogger(__name__)
+
+Done = tuple[int, str | None, dict[str, Any]]
+"""How a shard ended, as it said: exit code, error, stats."""
+_STACKS_S = 0.5  # for a hung shard to write its stacks before it is killed
+_JOIN_S = 10.0  # a shard that said "done" but does not exit is killed after this
+
+
+@dataclass
+class Slot:
+    index: int
+    sources: tuple[str, ...]
+    device: str | None
+    restarts: int = 0
+    process: Any = None
+    done: Done | None = None
+    thread: threading.Thread | None = None
+    added: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Streams a service added to this shard while it runs: id -> the request's body."""
+    node: str | None = None
+    """Where it runs, when that is not this machine (a cluster's node)."""
+    hung: bool = False
+    """Killed by this process for not draining after the stop."""
+
+
+class ShardRunner:
+    """Runs a graph as shards; ``run`` returns like :class:`Runner.run`."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        count: int,
+        *,
+        overrides: tuple[str, ...] = (),
+        max_frames: int | None = None,
+        log_level: str = "info",
+        log_format: str = "text",
+    ) -> None:
+        self.graph = graph
+        self.settings = graph.spec.settings
+        self.overrides = overrides
+        self.max_frames = max_frames
+        self.log_level, self.log_format = log_level, log_format
+        self.record_taps = record_taps_of(graph)
+        self.stop_requested = threading.Event()
+        self.interrupted = False
+        self._error: PipelineError | None = None
+        self._lock = threading.Lock()
+        self._sinks: dict[str, Stage] = {}
+        self._sink_locks: dict[str, threading.Lock] = {}
+        devices = self.settings.devices
+        self._slots = [
+            Slot(index, group, devices[index % len(devices)] if devices else None)
+            for index, group in enumerate(partition(graph.sources, count))
+        ]
+        self.ledger = Ledger(graph, ())
+        self._started_at = time.monotonic()
+        self._wall_s = 0.0
+
+    # -- public -------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        handle_signals: bool = False,
+        on_started: Callable[[ShardRunner], None] | None = None,
+    ) -> RunResult:
+        """Like :meth:`Runner.run`; signals are the caller's to route to :meth:`on_signal`."""
+        self._started_at = time.monotonic()
+        failed = self._open_sinks()
+        if failed is not None:
+            return self._result(failed, started=False)
+        self._map_sources()
+        context = self._context()
+        for slot in self._slots:
+            slot.thread = threading.Thread(
+                target=self._supervise, args=(slot, context), name=f"shard{slot.index}"
+            )
+            slot.thread.start()
+        if on_started:
+            on_started(self)
+        self._wait()
+        for name, sink in self._sinks.items():
+            try:
+                sink.close()
+            except Exception as exc:
+                self._fail(StageError(name, str(exc) or type(exc).__name__))
+        self._wall_s = time.monotonic() - self._started_at
+        return self._result(self._exit_code(), started=True)
+
+    def on_signal(self, signum: int) -> None:
+        """The first SIGINT/SIGTERM drains every shard; a second kills them and exits."""
+        if self.interrupted:
+            for slot in self._slots:
+                self._kill_shard(slot)
+            os._exit(EXIT_INTERRUPTED)
+        self.interrupted = True
+        self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_requested.is_set():
+            return
+        log.info("stopping: %s", reason)
+        self.stop_requested.set()
+        for slot in self._slots:
+            self._stop_shard(slot)
+
+    def progress(self) -> tuple[int, int | None]:
+        return self.ledger.progress(), None
+
+    # -- set-up -------------------------------------------------------------------------
+
+    def _open_sinks(self) -> int | None:
+        for name, node in self.graph.nodes.items():
+            if not node.stage_cls.writes_records:
+                continue
+            sink = node.stage_cls(name, node.config)
+            try:
+                sink.open(StageContext(name=name, downstream=[]))
+            except Exception as exc:
+                for opened in self._sinks.values():
+                    opened.close()
+                if isinstance(exc, ConfigError):
+                    self._error = naming_node(exc, name)
+                    return EXIT_USAGE
+                self._error = StageError(name, str(exc) or type(exc).__name__)
+                return EXIT_FAILURE
+            self._sinks[name] = sink
+            self._sink_locks[name] = threading.Lock()
+        return None
+
+    def _map_sources(self) -> None:
+        self.ledger = Ledger(self.graph, self._sinks)
+
+    # -- one shard, from start to its end, restarts included ------------------------------
+
+    def _supervise(self, slot: Slot, context: Any) -> None:
+        while True:
+            ended = self._run_once(slot, context)
+            if slot.done is not None:
+                code, error, _ = slot.done
+                if error is not None:
+                    self._fail(ConfigError(error) if code == EXIT_USAGE else PipelineError(error))
+                return
+            what = "did not drain after the stop and was killed" if slot.hung else "died"
+            reason = f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) {what} ({ended})"
+            self._sources_down(slot, reason)
+            if self.stop_requested.is_set() or slot.restarts >= self.settings.shard_restarts:
+                self._fail(PipelineError(f"{reason}; restarted {slot.restarts} times, no more"))
+                return
+            slot.restarts += 1
+            log.warning(
+                "%s; starting it again (%d of %d)",
+                reason,
+                slot.restarts,
+                self.settings.shard_restarts,
+            )
+
+    def _run_once(self, slot: Slot, context: Any) -> str:
+        """Run the shard once, delivering its records; how it ended (``slot.done``: it said)."""
+        reader, writer = context.Pipe(duplex=False)
+        job = self._job(slot)
+        extra = self._process_args(slot, context)
+        slot.process = context.Process(
+            target=run_shard, args=(job, writer, *extra), name=f"vapipe-shard{slot.index}"
+        )
+        slot.process.start()
+        writer.close()
+        for end in extra:
+            end.close()  # the child's ends: theirs now
+        log.info(
+            "shard%d (pid %d%s): %s",
+            slot.index,
+            slot.process.pid,
+            f", device {slot.device}" if slot.device else "",
+            ", ".join(self._nodes_of(slot)) or "no streams yet",
+        )
+        if self.stop_requested.is_set():
+            self._stop_shard(slot)
+        slot.done = self._read(slot, reader)
+        reader.close()
+        self._shard_ended(slot)
+        slot.process.join(_JOIN_S if slot.done else None)
+        if slot.process.is_alive():
+            kill(slot.process)
+            slot.process.join()
+        return exit_text(slot.process.exitcode)
+
+    def _context(self) -> Any:
+        return shard_context(self.graph)
+
+    def _stop_shard(self, slot: Slot) -> None:
+        """Ask the shard to drain (SIGTERM)."""
+        terminate(slot.process)
+
+    def _kill_shard(self, slot: Slot) -> None:
+        kill(slot.process)
+
+    def _ask_stacks(self, slot: Slot) -> None:
+        ask_stacks(slot.process)
+
+    def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
+        """More arguments for the shard process (connections: closed here once it started)."""
+        return ()
+
+    def _shard_ended(self, slot: Slot) -> None:
+        """The shard's process has ended, or is about to (its pipe broke)."""
+
+    def _nodes_of(self, slot: Slot) -> tuple[str, ...]:
+        """The source nodes the shard runs."""
+        return slot.sources
+
+    def _other(self, slot: Slot, message: tuple[Any, ...]) -> None:
+        """A message from the shard that is not a record for the sinks."""
+
+    def _job(self, slot: Slot) -> ShardJob:
+        resume = self.ledger.resume(self._nodes_of(slot)) if slot.restarts else {}
+        return ShardJob(
+            index=slot.index,
+            config=self.graph.spec.file,
+            config_text=self.graph.spec.text,
+            overrides=self.overrides,
+            sources=slot.sources,
+            max_frames=self.max_frames,
+            device=slot.device,
+            resume=resume,
+            restart=slot.restarts,
+            sources_in_run=len(self.graph.sources),
+            spawned_at=time.time(),
+            log_level=self.log_level,
+            log_format=self.log_format,
+            record_taps=self.record_taps,
+        )
+
+    def _read(self, slot: Slot, reader: Any) -> Done | None:
+        """Deliver the shard's records until it says it is done (or its pipe breaks: None)."""
+        while True:
+            try:
+                message = reader.recv()
+            except Exception:  # EOF, or half a message from a process that was killed
+                return None
+            done = self._handle(slot, message)
+            if done is not None:
+                return done
+
+    def _handle(self, slot: Slot, message: tuple[Any, ...]) -> Done | None:
+        """One message from a shard; the shard's end when it is the last."""
+        kind = message[0]
+        if kind == "frame":
+            _, sink, source_id, seq, pts, captured, records = message
+            self._deliver_frame(sink, source_id, seq, (pts, captured), records)
+        elif kind == "message":
+            _, sink, records = message
+            self._write(sink, records)
+        elif kind == "done":
+            return message[1], message[2], message[3]
+        else:
+            self._other(slot, message)
+        return None
+
+    def _deliver_frame(
+        self,
+        sink: str,
+        source_id: str,
+        seq: int,
+        at: tuple[float, float],
+        records: list[dict[str, Any]],
+    ) -> None:
+        """Frame ``seq`` of a source, at (pts, capture time), with its records."""
+        source = self.ledger.sources.get(source_id)
+        if source is None:  # a source_id this process does not know: written as it is
+            self._write(sink, records)
+            return
+        new, up = self.ledger.admit(source_id, sink, seq)
+        if not new:
+            return  # delivered before the shard was restarted
+        if up is not None:
+            self._write_all(source, up)
+        self._write(sink, records)
+        self.ledger.delivered(source_id, sink, seq, *at)
+
+    def _sources_down(self, slot: Slot, reason: str) -> None:
+        for source, record in self.ledger.went_down(
+            self._nodes_of(slot), slot.restarts + 1, reason
+        ):
+            self._write_all(source, record)
+
+    def _write_all(self, source: Delivered, record: dict[str, Any]) -> None:
+        for sink in source.sinks:
+            self._write(sink, [record])
+
+    def _write(self, sink: str, records: list[dict[str, Any]]) -> None:
+        target = self._sinks.get(sink)
+        if target is None:
+            return
+        try:
+            with self._sink_locks[sink]:
+                for record in records:
+                    target.accept(record)
+        except Exception as exc:
+            self._fail(StageError(sink, str(exc) or type(exc).__name__))
+
+    # -- ending -------------------------------------------------------------------------
+
+    def _wait(self) -> None:
+        deadline: float | None = None
+        # The shards drain themselves within drain_timeout_s; this is the last resort.
+        grace = self.settings.drain_timeout_s + _JOIN_S
+        while any(slot.thread and slot.thread.is_alive() for slot in self._slots):
+            if self.stop_requested.is_set() and deadline is None:
+                deadline = time.monotonic() + grace
+            if deadline is not None and time.monotonic() > deadline:
+                hung = [s for s in self._slots if s.thread and s.thread.is_alive()]
+                log.warning(
+                    "shards did not drain within %.0f s (%s); their stacks follow, then they "
+                    "are killed",
+                    grace,
+                    ", ".join(f"shard {slot.index}" for slot in hung),
+                )
+                for slot in hung:
+                    slot.hung = True
+                    self._ask_stacks(slot)
+                time.sleep(_STACKS_S)  # the shards write them on their own; a moment for it
+                for slot in self._slots:
+                    self._kill_shard(slot)
+                deadline = float("inf")
+            for slot in self._slots:
+                if slot.thread is not None:
+                    slot.thread.join(0.05)
+
+    def _fail(self, error: PipelineError) -> None:
+        with self._lock:
+            first = self._error is None
+            if first:
+                self._error = error
+        if first:
+            self.request_stop(str(error))
+
+    def _exit_code(self) -> int:
+        return exit_code_for(self._error, self.interrupted)
+
+    def _result(self, code: int, *, started: bool) -> RunResult:
+        shards = [
+            {
+                "index": slot.index,
+                "sources": list(slot.sources),
+                "device": slot.device,
+                "restarts": slot.restarts,
+                "exit_code": slot.done[0] if slot.done else None,
+                **({"node": slot.node} if slot.node else {}),
+            }
+            for slot in self._slots
+        ]
+        children = [slot.done[2] if slot.done else {} for slot in self._slots]
+        wall = self._wall_s or (time.monotonic() - self._started_at)
+        stats = merge_stats(self.graph, shards, children, self._sinks, wall, started)
+        stats["exit_code"] = code
+        stats["error"] = str(self._error) if self._error else None
+        return RunResult(code, self._error, stats)

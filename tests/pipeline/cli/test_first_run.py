@@ -1,0 +1,55 @@
+"""The first run on a machine without the assets: everything is checked before any stage
+opens, and what is missing comes as one line that says where it was looked for and the three
+ways to fix it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def bare_env(home: Path) -> dict[str, str]:
+    """No VAPIPE_ASSETS, an empty cache, no network allowed."""
+    env = {k: v for k, v in os.environ.items() if k != "VAPIPE_ASSETS"}
+    env.update({"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "VAPIPE_OFFLINE": "1"})
+    return env
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vapipe", *args], cwd=cwd, env=bare_env(cwd / "home"),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_missing_assets_are_one_line_before_anything_opens(tmp_path: Path) -> None:
+    result = run(str(REPO / "configs" / "file.toml"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    message = lines[0]
+    cache = tmp_path / "home" / ".cache" / "vapipe"
+    for part in (
+        "error: missing sample 'people' (people.mp4, node 'cam'), "
+        "model 'yolox-nano' (yolox_nano.onnx, node 'det')",
+        f"{cache / 'media'}",
+        "VAPIPE_OFFLINE is set",
+        "set VAPIPE_ASSETS to a folder holding models/ and media/",
+        "run 'run-pipeline fetch sample:people yolox-nano' where there is a network",
+        f"copy the files to {cache / 'media' / 'people.mp4'}, "
+        f"{cache / 'models' / 'yolox_nano.onnx'}",
+    ):
+        assert part in message, part
+    assert not (tmp_path / "out").exists(), "a stage opened before the check"
+
+
+def test_fetch_all_offline_is_one_summary(tmp_path: Path) -> None:
+    result = run("fetch", "--all", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: 7 of 7 not fetched (yolox-nano, "), lines
+    assert "medi " not in lines[0]
