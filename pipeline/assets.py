@@ -69,6 +69,20 @@ def model_entry(name_or_path: str) -> dict[str, Any]:
     return manifest_entries("models").get(name_or_path, {})
 
 
+def model_entry_of_file(path: Path) -> tuple[str, dict[str, Any]] | None:
+    """The manifest's model this file is: the one whose pinned sha256 it has, else the one
+    whose file name it has (a model made here from its weights has no pinned hash)."""
+    entries = manifest_entries("models")
+    digest = file_sha256(path)
+    for name, entry in entries.items():
+        if digest in (entry.get("sha256"), *entry.get("also_sha256", ())):
+            return name, entry
+    for name, entry in entries.items():
+        if entry.get("file") == path.name:
+            return name, entry
+    return None
+
+
 def _resolve(kind: Kind, name: str) -> Path:
     entries = manifest_entries(kind)
     if name not in entries:

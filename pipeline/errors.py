@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class PipelineError(Exception):
     """Base of every error this package raises on purpose."""
@@ -59,9 +61,22 @@ class StageError(PipelineError):
         super().__init__(f"{where}: {message}".replace("\r", "\\r").replace("\n", "\\n"))
 
 
-class MissingDependencyError(PipelineError):
-    """An optional package is needed; the message says what to install."""
+def install_hint(extra: str, here: Path | None = None) -> str:
+    """How to add an extra to this vapipe, the way it was installed: in the checkout it runs
+    from (an editable install), else from the package index."""
+    checkout = (here or Path(__file__)).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "pipeline").is_dir():
+        return f"pip install -e '.[{extra}]' in {checkout}"
+    return f"pip install 'vapipe[{extra}]'"
 
-    def __init__(self, package: str, purpose: str, extra: str | None = None) -> None:
-        hint = f"pip install 'vapipe[{extra}]'" if extra else f"pip install {package}"
-        super().__init__(f"{purpose} needs the '{package}' package: {hint}")
+
+class MissingDependencyError(ConfigError):
+    """An optional package is needed: exit 2, as for any setting this install cannot honour;
+    the message says what to install, the way vapipe was installed."""
+
+    def __init__(
+        self, package: str, purpose: str, extra: str | None = None, *, key: str | None = None
+    ) -> None:
+        self.package = package
+        hint = install_hint(extra) if extra else f"pip install {package}"
+        super().__init__(f"{purpose} needs the '{package}' package: {hint}", key=key)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from typing import Any
 
 import cv2
@@ -12,11 +14,58 @@ from pydantic import Field
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import ParallelConfig, Stage
+from vapipe.pipeline.stage import ParallelConfig, Stage, StageConfig
 from vapipe.stages.detections import Detections
 from vapipe.stages.preprocess.geometry import Letterbox
 
 log = logging.getLogger(__name__)
+
+FILTER_CHECK_FRAMES = 50
+"""A class filter that keeps nothing of what the model finds in a source's first this-many
+frames is warned about, once per source: its ids are likely wrong for the footage (vehicle
+ids on a camera of people) or for the model (another model's numbering)."""
+FILTER_CHECK_MIN = 5
+"""...when the model found confident objects in at least this many of them (an empty street
+keeps nothing and is no sign of a wrong filter)."""
+
+
+class ClassFilterCheck:
+    """Counts, over each source's first frames, what the model found confidently and what the
+    class filter kept; warns once when it kept nothing of a clip where the model saw things."""
+
+    def __init__(self, node: str, classes: list[int]) -> None:
+        self.node, self.classes = node, classes
+        self.done: set[str] = set()
+        self.empty: list[str] = []
+        """Sources whose first frames the filter emptied (the stats' ``class_filter_empty``)."""
+        self._frames: Counter[str] = Counter()
+        self._kept: Counter[str] = Counter()
+        self._busy: Counter[str] = Counter()  # frames with a confident object
+        self._seen: dict[str, Counter[str]] = {}
+        self._lock = threading.Lock()  # nms may run on several threads
+
+    def add(self, source_id: str, found: Detections, conf: float, kept: int) -> None:
+        confident = found.class_id[np.isfinite(found.score) & (found.score >= conf)]
+        with self._lock:
+            if source_id in self.done:
+                return
+            seen = self._seen.setdefault(source_id, Counter())  # class -> frames with one
+            seen.update({found.class_name(int(c)) for c in np.unique(confident)})
+            self._busy[source_id] += bool(confident.size)
+            self._kept[source_id] += kept
+            self._frames[source_id] += 1
+            if self._frames[source_id] < FILTER_CHECK_FRAMES:
+                return
+            self.done.add(source_id)
+            if self._kept[source_id] or self._busy[source_id] < FILTER_CHECK_MIN:
+                return
+            self.empty.append(source_id)
+            found_text = ", ".join(f"{name} (in {count})" for name, count in seen.most_common(3))
+            log.warning(
+                "%s: classes = %s kept nothing of source '%s' in its first %d frames, where "
+                "the model saw %s: are these the class ids for this footage and model?",
+                self.node, self.classes, source_id, FILTER_CHECK_FRAMES, found_text,
+            )  # fmt: skip
 
 
 class NmsConfig(ParallelConfig):
@@ -123,10 +172,19 @@ class NmsStage(Stage):
     Config = NmsConfig
     config: NmsConfig
 
+    def __init__(self, name: str, config: StageConfig) -> None:
+        super().__init__(name, config)
+        classes = self.config.classes
+        self._filter_check = ClassFilterCheck(name, classes) if classes is not None else None
+
     def process(self, frame: Frame) -> tuple[Frame]:
         if frame.detections is None:
             raise PipelineError("frame has no detections: link an infer node before this nms node")
-        frame.detections = self.select(frame.detections, frame.letterbox)
+        found = frame.detections
+        frame.detections = self.select(found, frame.letterbox)
+        check = self._filter_check
+        if check is not None and frame.source_id not in check.done:
+            check.add(frame.source_id, found, self.config.conf, len(frame.detections))
         return (frame,)
 
     non_finite = 0
@@ -141,7 +199,11 @@ class NmsStage(Stage):
         self.non_finite += count
 
     def stats(self) -> dict[str, Any]:
-        return {"non_finite": self.non_finite}
+        check = self._filter_check
+        return {
+            "non_finite": self.non_finite,
+            **({"class_filter_empty": check.empty} if check else {}),
+        }
 
     def select(self, found: Detections, letterbox: Letterbox | None) -> Detections:
         """The kept detections of ``found`` (model-input pixels), best first, in frame pixels."""

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,16 +37,30 @@ log = logging.getLogger("pipeline")
 OUT_OF_MEMORY = "out of memory (under a memory limit such as ulimit -v, or a container's?)"
 
 
+SUBCOMMANDS = {
+    "serve": ("CONFIG", "run it as a service: streams added and removed over HTTP, live "
+              "previews, metrics"),
+    "models": ("list | fetch NAME... | info PATH|NAME | quantize MODEL",
+               "the models known here, what an ONNX file holds, INT8/FP16 copies"),
+    "fetch": ("NAME... | --all", "download models and sample clips into the cache"),
+    "stages": ("[TYPE] [--markdown]", "the stage types and their keys"),
+    "doctor": ("", "the execution providers, OpenCL devices and hardware codecs found here"),
+}  # fmt: skip
+"""The commands besides ``run-pipeline CONFIG``: --help lists each (a test checks them
+against the ones :func:`main` dispatches)."""
+
+
 def run_parser() -> argparse.ArgumentParser:
+    commands = "\n".join(
+        f"  run-pipeline {name} {usage}".rstrip() + f"\n      {what}"
+        for name, (usage, what) in SUBCOMMANDS.items()
+    )
     parser = argparse.ArgumentParser(
         prog="run-pipeline",
-        description="Run a video analytics pipeline declared in TOML (see configs/). "
-        "Other commands: 'run-pipeline serve CONFIG' runs it as a service (streams added "
-        "and removed over HTTP, live previews, metrics); 'run-pipeline fetch NAME...' "
-        "downloads models and sample clips; "
-        "'run-pipeline stages' lists stage types and their keys; 'run-pipeline doctor' shows "
-        "the execution providers, OpenCL devices and hardware codecs found here.",
-        epilog="exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted",
+        description="Run a video analytics pipeline declared in TOML (see configs/).",
+        epilog=f"other commands (each with --help):\n{commands}\n\n"
+        "exit codes: 0 done, 1 runtime failure, 2 config or usage error, 130 interrupted",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_graph_options(parser)
     parser.add_argument(
@@ -89,17 +104,22 @@ def add_graph_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    from vapipe.pipeline.cli import tools as tool_cmds
-
-    commands = {
+def dispatched(tool_cmds: Any) -> dict[str, Callable[[list[str]], int]]:
+    """Subcommand -> its main."""
+    return {
         "fetch": tool_cmds.fetch_main,
         "stages": tool_cmds.stages_main,
         "doctor": tool_cmds.doctor_main,
         "models": models_main,
         "serve": serve_main,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    from vapipe.pipeline.cli import tools as tool_cmds
+
+    commands = dispatched(tool_cmds)
     style = "json" if _asks_json(args) else "text"
     try:
         if args and args[0] in commands:

@@ -167,7 +167,16 @@ def show_info(model: str) -> int:
     except Exception as exc:  # any file: say what is wrong with it, in one line
         print(f"error: {path}: not a readable ONNX model ({exc})", file=sys.stderr)
         return EXIT_FAILURE
-    facts["licence"] = entry.get("licence", "not in the manifest: see the model's source")
+    if not entry:  # a path: the same file named by its manifest name says the same
+        found = assets.model_entry_of_file(path)
+        if found:
+            facts["manifest"] = found[0]
+            entry = found[1]
+    facts["licence"] = (
+        entry.get("licence")
+        or facts.pop("metadata licence", None)
+        or ("not in the manifest or the model's metadata: see the model's source")
+    )
     from vapipe.models.quantize import recorded
 
     quantised = recorded(path)
@@ -213,6 +222,7 @@ def describe(path: Path) -> dict[str, Any]:
         )
     else:
         batch = f"dynamic ({dims[0]})" if dims else "?"
+    licence = meta.get("license") or meta.get("licence")
     dtype = onnx.helper.tensor_dtype_to_np_dtype(first.type.tensor_type.elem_type)
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
     return {
@@ -225,4 +235,5 @@ def describe(path: Path) -> dict[str, Any]:
         "classes": f"{len(names)}, names from "
         + ("the model's metadata" if "names" in meta else "COCO (the model has none)"),
         "opset": opsets,
+        **({"metadata licence": licence} if licence else {}),
     }

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.overrides import ENV_PATTERN
 from vapipe.pipeline.shards.supervisor import ShardRunner, Slot
 from vapipe.pipeline.shards.worker import ShardJob
@@ -49,8 +49,8 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ConfigError(
-            "cluster = \"ray\" needs Ray: pip install 'vapipe[ray]'", key="pipeline.cluster"
+        raise MissingDependencyError(
+            "ray", 'cluster = "ray"', extra="ray", key="pipeline.cluster"
         ) from None
     return ray
 

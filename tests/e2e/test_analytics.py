@@ -3,6 +3,7 @@ through a line and into a zone, and the traffic clip through configs/analytics.t
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -111,6 +112,7 @@ def test_traffic_counts_are_plausible_and_identical_across_runs(tmp_path: Path) 
         folder.mkdir()
         result = cli(str(ANALYTICS), cwd=folder)
         assert result.returncode == 0, result.stderr[-2000:]
+        assert "kept nothing" not in result.stderr  # its vehicle ids fit its footage
         outputs.append(read_events(folder / "out/events.jsonl"))
     assert strip_times(outputs[0]) == strip_times(outputs[1]), "two runs disagree"
     events = outputs[0]
@@ -123,3 +125,17 @@ def test_traffic_counts_are_plausible_and_identical_across_runs(tmp_path: Path) 
     assert len({e["track_id"] for e in crossings}) == len(crossings), "a car counted twice"
     # The sample zone's dwell_s fires on its clip (3 labelled stays reach it).
     assert any(e["event"] == "zone_dwell" for e in events)
+
+
+def test_the_vehicle_filter_on_footage_of_people_is_warned_about(tmp_path: Path) -> None:
+    """analytics.toml on one's own footage of people: nms keeps only vehicle ids, and says so
+    once instead of counting nothing in silence."""
+    result = cli(str(ANALYTICS), "--set", "cam.uri=sample:people", "--max-frames", "60",
+                 "--stats", "stats.json", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    warned = [line for line in result.stderr.splitlines() if "kept nothing" in line]
+    assert len(warned) == 1, result.stderr[-2000:]
+    assert "nms: classes = [2, 5, 7] kept nothing of source 'cam'" in warned[0]
+    assert "model saw person (in " in warned[0]
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["stages"]["nms"]["class_filter_empty"] == ["cam"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.detections import Detections
 from vapipe.stages.nms import NmsConfig, NmsStage, nms, nms_numpy, nms_opencv
 from vapipe.stages.preprocess.geometry import letterbox_for
@@ -155,3 +156,74 @@ def test_opencv_keeps_what_the_numpy_loop_keeps_on_the_sample_clips(
             assert fast == nms_numpy(chosen.xyxy, chosen.score, iou, ids).tolist(), where
             compared += len(chosen.score)
     assert compared > 1000, "too few boxes to compare"
+
+
+# -- the class filter's check -------------------------------------------------------------
+
+NAMES = ("person", "bicycle", "car")
+
+
+def _frame(source: str, seq: int, classes: list[int], scores: list[float]) -> Frame:
+    boxes = np.array([[10 * i, 0, 10 * i + 8, 8] for i in range(len(classes))], np.float32)
+    found = Detections(
+        boxes.reshape(-1, 4), np.array(scores, np.float32), np.array(classes, np.int32), NAMES
+    )
+    stream = StreamInfo(source, "test:", 64, 64, None)
+    return Frame(
+        source, seq, seq / 25, 0.0, np.zeros((64, 64, 3), np.uint8), stream, detections=found
+    )
+
+
+def _run(stage: NmsStage, frames: list[Frame]) -> int:
+    return sum(len(stage.process(frame)[0].detections or ()) for frame in frames)
+
+
+def test_a_filter_that_keeps_nothing_the_model_sees_is_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stage = NmsStage("vehicles", NmsConfig(conf=0.3, classes=[2]))
+    frames = [
+        _frame("cam", i, [0, 1] if i % 2 else [0], [0.9, 0.8][: 1 + i % 2]) for i in range(49)
+    ]
+    assert _run(stage, frames) == 0
+    assert not caplog.records and stage.stats()["class_filter_empty"] == []  # 49: not yet
+    assert _run(stage, [_frame("cam", i, [0], [0.9]) for i in range(49, 120)]) == 0
+    (record,) = [r for r in caplog.records if "kept nothing" in r.message]
+    assert record.levelname == "WARNING"
+    assert record.message == (
+        "vehicles: classes = [2] kept nothing of source 'cam' in its first 50 frames, where the "
+        "model saw person (in 50), bicycle (in 24): are these the class ids for this footage "
+        "and model?"
+    )
+    assert stage.stats()["class_filter_empty"] == ["cam"]
+
+
+def test_a_filter_that_keeps_something_or_a_quiet_scene_is_not_warned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kept_once = NmsStage("nms", NmsConfig(conf=0.3, classes=[2]))
+    frames = [_frame("a", i, [2 if i == 49 else 0], [0.9]) for i in range(60)]
+    assert _run(kept_once, frames) == 1
+    quiet = NmsStage("nms", NmsConfig(conf=0.3, classes=[2]))  # 4 frames see anything
+    assert (
+        _run(
+            quiet, [_frame("b", i, [0] if i < 4 else [], [0.9] if i < 4 else []) for i in range(60)]
+        )
+        == 0
+    )
+    faint = NmsStage("nms", NmsConfig(conf=0.3, classes=[2]))  # below conf: not seen
+    assert _run(faint, [_frame("c", i, [0], [0.29]) for i in range(60)]) == 0
+    assert not [r for r in caplog.records if "kept nothing" in r.message]
+    assert kept_once.stats()["class_filter_empty"] == quiet.stats()["class_filter_empty"] == []
+    assert "class_filter_empty" not in NmsStage("nms", NmsConfig()).stats()
+
+
+def test_five_busy_frames_are_enough_and_each_source_is_judged_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stage = NmsStage("nms", NmsConfig(conf=0.3, classes=[2]))
+    frames = [_frame("busy", i, [0] if i < 5 else [], [0.9] if i < 5 else []) for i in range(50)]
+    frames += [_frame("cars", i, [2], [0.9]) for i in range(50)]
+    assert _run(stage, frames) == 50
+    assert stage.stats()["class_filter_empty"] == ["busy"]
+    assert len([r for r in caplog.records if "kept nothing" in r.message]) == 1

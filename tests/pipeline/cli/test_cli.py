@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import onnxruntime as ort
 import pyopencl as cl
 import pytest
@@ -96,3 +98,16 @@ def test_doctor_opens_the_hardware_encoders_it_lists(capsys: pytest.CaptureFixtu
     for name in builtin:
         if _opens(name) is not None:
             assert f"    {name}: does not open" in out
+
+
+def test_help_lists_every_command_main_dispatches(capsys: pytest.CaptureFixture[str]) -> None:
+    from vapipe.pipeline.cli import tools
+    from vapipe.pipeline.cli.main import SUBCOMMANDS, dispatched
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert set(dispatched(tools)) == set(SUBCOMMANDS)
+    for name in dispatched(tools):
+        assert re.search(rf"^  run-pipeline {name}\b", shown, re.M), name

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
+import onnx
 import pytest
 
 from tests.conftest import ASSETS
@@ -54,3 +57,47 @@ def test_info_of_a_file_that_is_not_a_model_is_one_line(
     assert main(["models", "info", str(junk)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {junk}: not a readable ONNX model")
+
+
+def _facts(out: str) -> dict[str, str]:
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in out.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("name", "copy_as"),
+    [("yolox-nano", "renamed.onnx"), ("yolov8n", "yolov8n.onnx")],
+    ids=["by its pinned sha256", "by its file name"],
+)
+def test_info_by_name_and_by_path_agree_on_the_licence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, copy_as: str
+) -> None:
+    assert main(["models", "info", name]) == 0
+    by_name = _facts(capsys.readouterr().out)
+    original = "yolox_nano.onnx" if name == "yolox-nano" else copy_as
+    shutil.copy(ASSETS / "models" / original, tmp_path / copy_as)
+    assert main(["models", "info", str(tmp_path / copy_as)]) == 0
+    by_path = _facts(capsys.readouterr().out)
+    assert by_path["licence"] == by_name["licence"]
+    assert by_name["licence"].startswith(("Apache-2.0", "AGPL-3.0"))
+    assert by_path["manifest"] == name
+
+
+def _tiny_model(path: Path, licence: str | None) -> Path:
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 8, 8])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3, 8, 8])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+    model = onnx.helper.make_model(graph)
+    if licence:
+        onnx.helper.set_model_props(model, {"license": licence})
+    onnx.save(model, path)
+    return path
+
+
+def test_info_of_a_model_the_manifest_lacks_reads_its_metadata_licence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "info", str(_tiny_model(tmp_path / "mine.onnx", "MIT"))]) == 0
+    facts = _facts(capsys.readouterr().out)
+    assert facts["licence"] == "MIT" and "manifest" not in facts
+    assert main(["models", "info", str(_tiny_model(tmp_path / "bare.onnx", None))]) == 0
+    assert _facts(capsys.readouterr().out)["licence"].startswith("not in the manifest or the")
