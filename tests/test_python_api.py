@@ -341,7 +341,8 @@ def test_the_handoff_gives_up_on_a_reader_that_left() -> None:
 
 def test_the_api_is_exported_lazily_from_vapipe() -> None:
     assert vapipe.Pipeline.__module__ == "vapipe.api"
-    assert {"Event", "Outcome", "Pipeline"} <= set(vapipe.__all__)
+    assert {"Event", "Outcome", "Pipeline", "ConfigError"} <= set(vapipe.__all__)
+    assert vapipe.ConfigError is ConfigError and vapipe.PipelineError is PipelineError
     with pytest.raises(AttributeError, match="nothing_here"):
         vapipe.nothing_here  # noqa: B018
     fresh = subprocess.run(

@@ -15,10 +15,11 @@ __path__ = extend_path(__path__, __name__)
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Event", "Outcome", "Pipeline", "__version__"]
+__all__ = ["ConfigError", "Event", "Outcome", "Pipeline", "PipelineError", "__version__"]
 
 if TYPE_CHECKING:
     from vapipe.api import Event, Outcome, Pipeline
+    from vapipe.pipeline.errors import ConfigError, PipelineError
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +28,8 @@ def __getattr__(name: str) -> Any:
         from vapipe import api
 
         return getattr(api, name)
+    if name in ("ConfigError", "PipelineError"):
+        from vapipe.pipeline import errors
+
+        return getattr(errors, name)
     raise AttributeError(f"module 'vapipe' has no attribute {name!r}")
