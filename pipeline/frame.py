@@ -55,6 +55,9 @@ class Frame:
     """How the image was mapped to the model input, to map boxes back."""
     detections: Detections | None = None
     """Candidates in model-input pixels after infer; detections in frame pixels after nms."""
+    predicted: bool = False
+    """The detector skipped this frame (``infer.interval``): after a track node, its
+    detections are the tracks' predicted boxes; before one, it has none."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Events this frame caused (``line_cross``, ``zone_enter``...), written after its
     ``frame`` event by the event sinks."""

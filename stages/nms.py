@@ -179,6 +179,8 @@ class NmsStage(Stage):
 
     def process(self, frame: Frame) -> tuple[Frame]:
         if frame.detections is None:
+            if frame.predicted:  # skipped by infer.interval: the tracker fills it in
+                return (frame,)
             raise PipelineError("frame has no detections: link an infer node before this nms node")
         found = frame.detections
         frame.detections = self.select(found, frame.letterbox)

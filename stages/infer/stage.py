@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from vapipe.pipeline.assets import Kind, model_entry, resolve_model
 from vapipe.pipeline.errors import ConfigError, PipelineError
-from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
 from vapipe.stages.infer.backends import Backend, ModelInfo, load_backend
@@ -26,6 +26,7 @@ from vapipe.stages.infer.heads import (
     detect_family,
     layout_problem,
 )
+from vapipe.stages.infer.interval import DetectionSchedule
 from vapipe.stages.infer.names import class_names
 from vapipe.stages.nms import NmsStage
 from vapipe.stages.preprocess.geometry import Color, Placement
@@ -35,6 +36,12 @@ log = logging.getLogger(__name__)
 
 class InferConfig(StageConfig):
     """The model, its head, batching and the backend that runs it."""
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> InferConfig:
+        if self.interval > 1 and self.interval_s is not None:
+            raise ValueError("set interval or interval_s, not both")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -64,6 +71,14 @@ class InferConfig(StageConfig):
     """Inference calls in flight at once, each from its own thread on one shared session. On
     CPUs, ``workers = cores`` with ``threads = 1`` keeps every core on useful work; on a GPU,
     2 overlaps one batch's transfers with another's compute. Outputs keep their order."""
+    interval: int = Field(0, ge=0, le=1000)
+    """Detect on one frame in this many per source (0 or 1: every frame). The frames between
+    go on without detections, flagged ``predicted``: a ``track`` node after this one gives
+    them its tracks' predicted boxes, so lines, zones and the video still see every frame.
+    Sources are staggered, so that each batch holds about as many frames as without it."""
+    interval_s: float | None = Field(None, gt=0)
+    """Instead of ``interval``: detect on a source's frame when this many seconds of its
+    stream time have passed since the last detected one (its first frame is detected)."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]`` for models whose input size is not fixed in the file."""
     decode_on_device: bool | None = None
@@ -104,6 +119,7 @@ class InferStage(BatchStage):
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.max_batch = cfg.max_batch
+        self.schedule = DetectionSchedule(cfg.interval, cfg.interval_s)
         self.batch_timeout_s = cfg.batch_timeout_ms / 1000.0
         path = resolve_model(cfg.model)
         self.backend = load_backend(
@@ -206,6 +222,17 @@ class InferStage(BatchStage):
         return Family(hint)
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
+        if self.config.interval > 1 or self.config.interval_s is not None:
+            due = [frame for frame in items if self.schedule.due(frame)]
+            for frame in items:
+                frame.predicted = frame not in due
+            if due:
+                self._detect(due)
+            return items
+        self._detect(items)
+        return items
+
+    def _detect(self, items: list[Frame]) -> None:
         for index, frame in enumerate(items):
             if frame.tensor is None:
                 raise PipelineError(
@@ -227,7 +254,11 @@ class InferStage(BatchStage):
                 )
         for frame, found in zip(items, candidates, strict=True):
             frame.detections = found
-        return items
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        if message.kind == "source_removed" and hasattr(self, "schedule"):
+            self.schedule.forget(message.source_id)
+        return (message,)
 
     def close(self) -> None:
         if self.backend is not None:
@@ -239,11 +270,18 @@ class InferStage(BatchStage):
         base = self.backend.stats() if self.backend else getattr(self, "_stats", {})
         family = getattr(self, "family", None)
         head = "in the model" if getattr(self, "head", None) else "host"
+        schedule = getattr(self, "schedule", None)
+        skipping = (
+            {"detected_frames": schedule.detected, "predicted_frames": schedule.skipped}
+            if schedule is not None and (schedule.interval > 1 or schedule.interval_s)
+            else {}
+        )
         return {
             **base,
             "head_decode": "on the device" if getattr(self, "device_decoder", None) else head,
             "model_family": family.value if family else None,
             "max_batch": self.config.max_batch,
+            **skipping,
         }
 
 

@@ -35,6 +35,8 @@ def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record
             **when,
             "detections": detections.to_records() if detections is not None else [],
         }
+        if frame.predicted:  # infer.interval: the tracker's boxes, not the detector's
+            record["predicted"] = True
         if frame.analytics is not None:
             record["analytics"] = frame.analytics.summary
         yield record

@@ -25,3 +25,7 @@ class Tracker(Protocol):
         belongs to, or -1. ``time_s`` is the frame's stream time; ``image`` the BGR frame,
         given only to stages that set ``reads_pixels = True`` (appearance features)."""
         ...
+
+    # A tracker may also have ``coast(time_s) -> Detections``: the boxes of its tracks where
+    # its motion model puts them at ``time_s``, for a frame the detector skipped
+    # (``infer.interval``). One without it gives such frames no detections.

@@ -20,6 +20,8 @@ walkers in one box) is part of them: it neither starts a track nor confirms a te
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from vapipe.stages.detections import Detections
@@ -43,6 +45,8 @@ class ByteTracker:
         self.class_id = np.zeros(0, np.int32)  # the vote's winner
         self.votes = np.zeros((0, 1))  # track x class: summed detection scores, decaying
         self.last_box = np.zeros((0, 4))  # the last detection each track was matched to
+        self.last_score = np.zeros(0)  # and that detection's score
+        self.names: Sequence[str] = ()  # the detector's class names, for coasted frames
         self.last_time: float | None = None
         self.frame_size: tuple[int, int] | None = None
         """(width, height) of the source's pictures, where the track stage knows it."""
@@ -61,10 +65,8 @@ class ByteTracker:
         """See ``Tracker.update``; motion and overlap only, so ``image`` is not used."""
         p = self.params
         self.frames += 1
-        if self.last_time is not None and time_s > self.last_time:
-            self.votes *= 0.5 ** ((time_s - self.last_time) / p.class_half_life_s)
-        self.last_time = time_s
-        self.mean, self.cov = kalman.predict(self.mean, self.cov)
+        self.names = dets.names
+        self._advance(time_s)
         primary = duplicates_of(dets, p.merge_iou)
         kept = primary < 0
         overlaps = iou_matrix(kalman.boxes_of(self.mean), dets.xyxy)  # every track x detection
@@ -115,6 +117,28 @@ class ByteTracker:
         born = born[~self._fragments(dets, born, det_rows)]  # nor inside a box step 3 took
         track_id[born] = self._start(dets[born], time_s)
         return dets.replace(track_id=track_id, class_id=class_id)
+
+    def coast(self, time_s: float) -> Detections:
+        """A frame the detector skipped (``infer.interval``): every track moves on as its
+        motion model predicts, nothing is matched, started or ended; the confirmed tracks in
+        view are returned at their predicted boxes, with their voted class and the score of
+        their last detection."""
+        self._advance(time_s)
+        rows = np.flatnonzero((self.ids > 0) & (self.state == TRACKED))
+        return Detections(
+            xyxy=kalman.boxes_of(self.mean[rows]).astype(np.float32),
+            score=self.last_score[rows].astype(np.float32),
+            class_id=self.class_id[rows].astype(np.int32),
+            names=self.names,
+            track_id=self.ids[rows].astype(np.int64),
+        )
+
+    def _advance(self, time_s: float) -> None:
+        """To ``time_s``: older class votes weigh less, and the tracks move one frame on."""
+        if self.last_time is not None and time_s > self.last_time:
+            self.votes *= 0.5 ** ((time_s - self.last_time) / self.params.class_half_life_s)
+        self.last_time = time_s
+        self.mean, self.cov = kalman.predict(self.mean, self.cov)
 
     def _associate(
         self,
@@ -196,6 +220,7 @@ class ByteTracker:
         if len(rows) == 0:
             return
         self.last_box[rows] = boxes
+        self.last_score[rows] = scores
         mean, cov = kalman.update(self.mean[rows], self.cov[rows], boxes)
         self.mean[rows], self.cov[rows] = mean, cov
         self.state[rows] = TRACKED
@@ -268,6 +293,7 @@ class ByteTracker:
         self.mean = np.concatenate((self.mean, mean))
         self.cov = np.concatenate((self.cov, cov))
         self.last_box = np.concatenate((self.last_box, dets.xyxy.astype(np.float64)))
+        self.last_score = np.concatenate((self.last_score, dets.score.astype(np.float64)))
         return np.where(ids.astype(bool), ids, -1)
 
     def _select(self, keep: np.ndarray) -> None:
@@ -275,7 +301,7 @@ class ByteTracker:
         self.votes = self.votes[keep]
         self.hits, self.last_seen = self.hits[keep], self.last_seen[keep]
         self.mean, self.cov = self.mean[keep], self.cov[keep]
-        self.last_box = self.last_box[keep]
+        self.last_box, self.last_score = self.last_box[keep], self.last_score[keep]
 
     def _new_id(self) -> int:
         self.next_id += 1

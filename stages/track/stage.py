@@ -8,6 +8,7 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.stages.detections import Detections
 from vapipe.stages.track.base import Tracker
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
@@ -38,11 +39,15 @@ class TrackStage(Stage):
         return ByteTracker(self.config)
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        if frame.detections is None:
+        if frame.detections is None and not frame.predicted:
             raise PipelineError("frame has no detections: link an nms node before this track node")
         tracker = self.trackers.get(frame.source_id)
         if tracker is None:
             tracker = self.trackers[frame.source_id] = self.new_tracker()
+        if frame.detections is None:  # skipped by infer.interval: where the tracks are now
+            coast = getattr(tracker, "coast", None)
+            frame.detections = coast(frame.pts) if coast else Detections.empty()
+            return (frame,)
         image = frame.image if self.reads_pixels else None
         if hasattr(tracker, "frame_size"):  # ByteTracker: tracks lost at the edge go sooner
             height, width = frame.shape[:2]

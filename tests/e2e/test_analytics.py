@@ -139,3 +139,25 @@ def test_the_vehicle_filter_on_footage_of_people_is_warned_about(tmp_path: Path)
     assert "model saw person (in " in warned[0]
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["stages"]["nms"]["class_filter_empty"] == ["cam"]
+
+
+def test_detecting_one_frame_in_three_still_counts_the_traffic(tmp_path: Path) -> None:
+    """infer.interval = 3: the detector sees a third of the frames, the tracker's predicted
+    boxes stand in for the rest, and the line still counts the labelled traffic."""
+    result = cli(str(ANALYTICS), "--set", "det.interval=3", "--stats", "stats.json",
+                 cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = read_events(tmp_path / "out/events.jsonl")
+    frames = [e for e in events if e["event"] == "frame"]
+    predicted = [e for e in frames if e.get("predicted")]
+    assert len(predicted) == len(frames) - len(frames[::3]) and frames[0].get("predicted") is None
+    assert all(e["seq"] % 3 for e in predicted)
+    assert sum(1 for e in predicted if e["detections"]) > len(predicted) // 2
+    assert all(d["track_id"] > 0 for e in predicted for d in e["detections"])
+    counts = frames[-1]["analytics"]["lines"]["road"]
+    assert abs(counts["westbound"] - 9) <= 2 and 14 <= counts["eastbound"] <= 19, counts
+    det = json.loads((tmp_path / "stats.json").read_text())["stages"]["det"]
+    assert (det["detected_frames"], det["predicted_frames"]) == (
+        len(frames) - len(predicted),
+        len(predicted),
+    )
