@@ -227,3 +227,29 @@ def test_five_busy_frames_are_enough_and_each_source_is_judged_alone(
     assert _run(stage, frames) == 50
     assert stage.stats()["class_filter_empty"] == ["busy"]
     assert len([r for r in caplog.records if "kept nothing" in r.message]) == 1
+
+
+def test_the_warning_names_the_three_classes_seen_most_and_counts_a_score_at_conf(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    names = ("person", "bicycle", "car", "dog", "cat")
+    stage = NmsStage("nms", NmsConfig(conf=0.5, classes=[2]))
+    for seq in range(50):
+        classes = [0, 1, 3, 4][: 4 - seq % 4]
+        found = Detections(
+            np.array([[10 * i, 0, 10 * i + 8, 8] for i in range(len(classes))], np.float32),
+            np.array([0.5] + [0.9] * (len(classes) - 1), np.float32),
+            np.array(classes, np.int32),
+            names,
+        )
+        stream = StreamInfo("cam", "test:", 64, 64, None)
+        stage.process(Frame("cam", seq, seq / 25, 0.0, np.zeros((64, 64, 3), np.uint8), stream,
+                            detections=found))  # fmt: skip
+    (record,) = [r for r in caplog.records if "kept nothing" in r.message]
+    assert "model saw person (in 50), bicycle (in 38), dog (in 26): are" in record.message
+
+
+def test_without_a_class_filter_nothing_is_checked() -> None:
+    stage = NmsStage("nms", NmsConfig(conf=0.3))
+    kept = _run(stage, [_frame("cam", i, [0], [0.9]) for i in range(60)])
+    assert kept == 60 and stage.stats() == {"non_finite": 0}
