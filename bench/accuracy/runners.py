@@ -30,9 +30,16 @@ BEFORE = {
 
 
 def _tracked(
-    clip: Clip, dets: list[Detections], track: dict, conf: float, stage: type[TrackStage]
+    clip: Clip,
+    dets: list[Detections],
+    track: dict,
+    conf: float,
+    stage: type[TrackStage],
+    interval: int = 1,
 ) -> Iterator[Frame]:
-    """Each frame after the track stage (the detections kept at ``conf`` and up)."""
+    """Each frame after the track stage (the detections kept at ``conf`` and up). With
+    ``interval`` N, the detector's boxes reach the tracker on one frame in N only, as with
+    ``infer.interval``: the others are predicted frames."""
     tracker = stage("track", stage.Config.model_validate(track))
     tracker.open(None)  # type: ignore[arg-type]
     width, height = clip.size
@@ -40,7 +47,10 @@ def _tracked(
     image = np.zeros((height, width, 3), np.uint8)
     for seq, found in enumerate(dets):
         frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
-        frame.detections = found[found.score >= conf]
+        if seq % interval:
+            frame.predicted = True
+        else:
+            frame.detections = found[found.score >= conf]
         (frame,) = tracker.process(frame)
         yield frame
 
@@ -56,6 +66,7 @@ def vapipe(
     analytics: dict,
     conf: float,
     stage: type[TrackStage] = TrackStage,
+    interval: int = 1,
 ) -> tuple[list[dict], list[list[Box]]]:
     """Events and per-frame tracks of the pipeline's own track and analytics stages (or of
     another track stage: a plugin's subclass of TrackStage, with its own config keys). Stages
@@ -66,7 +77,7 @@ def vapipe(
     counter.open(None)  # type: ignore[arg-type]
     events: list[dict] = []
     tracks: list[list[Box]] = []
-    for frame in _tracked(clip, dets, track, conf, stage):
+    for frame in _tracked(clip, dets, track, conf, stage, interval):
         (frame,) = counter.process(frame)
         events.extend({**e, "seq": frame.seq} for e in frame.events)
         tracks.append(_boxes(frame.detections))
