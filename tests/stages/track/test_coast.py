@@ -19,8 +19,9 @@ from vapipe.stages.track.stage import TrackStage
 def walked(tracker: ByteTracker, frames: int, speed: float = 8.0) -> float:
     """One walker moving right at ``speed`` px per frame, detected on ``frames`` frames at
     25 fps; returns the time of the last."""
-    for index in range(frames):
-        tracker.update(dets([box_at(100 + speed * index, 50)], [0.8], [2]), index / 25)
+    for index in range(frames):  # the score falls from 0.9: the last one is 0.8
+        score = 0.8 + 0.1 * (index < frames - 1)
+        tracker.update(dets([box_at(100 + speed * index, 50)], [score], [2]), index / 25)
     return (frames - 1) / 25
 
 
@@ -31,7 +32,7 @@ def test_a_coasted_track_keeps_its_id_class_score_and_moves_on() -> None:
     for step, out in enumerate(ahead, 1):
         assert out.track_id is not None and out.track_id.tolist() == [1]
         assert out.class_id.tolist() == [2] and out.names == NAMES
-        assert out.score.tolist() == pytest.approx([0.8])
+        assert out.score.tolist() == pytest.approx([0.8])  # its last detection's
         # Where the walker would be: the motion model has learnt its 8 px per frame.
         assert out.xyxy[0, 0] == pytest.approx(100 + 8 * (9 + step), abs=2.5)
         assert out.xyxy[0, 2] - out.xyxy[0, 0] == pytest.approx(40, abs=1)
