@@ -4,7 +4,10 @@ script, and failures are one line naming the stage."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import math
 import os
 import re
 import signal
@@ -18,7 +21,7 @@ from typing import Any
 import pytest
 
 import vapipe
-from vapipe.api import _Handoff, toml_value
+from vapipe.api import _Handoff, _restorable, _shard_log_level, toml_value
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
@@ -350,3 +353,84 @@ def test_the_api_is_exported_lazily_from_vapipe() -> None:
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert fresh.stdout.strip() == "False"
+
+
+def test_shards_log_at_the_level_of_the_callers_vapipe_logger() -> None:
+    logger = logging.getLogger("vapipe")
+    before = logger.level
+    try:
+        for level, name in [(logging.DEBUG, "debug"), (logging.INFO, "info"), (25, "warning"),
+                            (logging.WARNING, "warning"), (logging.ERROR, "error"),
+                            (logging.CRITICAL, "error")]:  # fmt: skip
+            logger.setLevel(level)
+            assert _shard_log_level() == name, level
+    finally:
+        logger.setLevel(before)
+
+
+def test_a_handler_set_outside_python_is_restored_as_python_s_own() -> None:
+    assert _restorable(None) is signal.default_int_handler
+    assert _restorable(signal.SIG_IGN) is signal.SIG_IGN
+    assert _restorable(print) is print
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_an_infinite_override_value_keeps_its_sign(value: float) -> None:
+    assert tomllib.loads(f"v = {toml_value(value)}")["v"] == value
+    assert math.isnan(tomllib.loads(f"v = {toml_value(float('nan'))}")["v"])
+
+
+def test_one_frame_is_a_run_and_an_outcome_cannot_be_changed(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    outcome = vapipe.Pipeline.from_string(graph(frames_path=path), max_frames=1).run()
+    assert outcome.ok and [e["seq"] for e in lines(path)] == [0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        outcome.exit_code = 0  # type: ignore[misc]
+
+
+def test_without_a_sink_the_events_are_the_last_node_s(tmp_path: Path) -> None:
+    """The tap reads the graph's last node (nms here), not an earlier one: the same boxes as
+    an events sink behind nms writes."""
+    path = tmp_path / "e.jsonl"
+    with_sink = list(vapipe.Pipeline.from_string(graph(frames_path=path), max_frames=4).events())
+    text = graph(frames_path=path, sink=False)
+    without = list(vapipe.Pipeline.from_string(text, max_frames=4).events())
+    assert [e["detections"] for e in without] == [e["detections"] for e in with_sink]
+    assert any(e["detections"] for e in without)
+
+
+def test_a_model_that_cannot_be_found_offline_never_starts_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VAPIPE_ASSETS", str(tmp_path / "none"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("VAPIPE_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    pipeline = vapipe.Pipeline.from_string(graph(frames_path=tmp_path / "e.jsonl"))
+    outcome = pipeline.run()
+    assert outcome.exit_code == 2 and outcome.stats == {}
+    assert outcome.error is not None and "yolox" in outcome.error and "\n" not in outcome.error
+    with pytest.raises(PipelineError, match="yolox"):
+        list(pipeline.events())
+    assert not (tmp_path / "e.jsonl").exists()
+
+
+@register("test-api-pixels")
+class _Pixels(Stage):
+    """Notes whether each frame still has its picture (it does not read pixels itself)."""
+
+    reads_pixels = False
+    seen: list[bool] = []
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        type(self).seen.append(bool(frame.image.any()))
+        return (frame,)
+
+
+def test_the_events_tap_keeps_no_picture_alive(tmp_path: Path) -> None:
+    """Nothing that reads pixels in the graph: the frames' pictures are let go once the model
+    input is made, the events tap's presence notwithstanding."""
+    _Pixels.seen.clear()
+    text = graph(frames_path=tmp_path, sink=False, extra="test-api-pixels")
+    list(vapipe.Pipeline.from_string(text, max_frames=3).events())
+    assert _Pixels.seen == [False, False, False]

@@ -367,6 +367,12 @@ def _shard_log_level() -> str:
     return "error"
 
 
+def _restorable(handler: Any) -> Any:
+    """A SIGINT handler that ``signal.signal`` can put back: one set outside Python (None to
+    ``getsignal``) becomes Python's own."""
+    return signal.default_int_handler if handler is None else handler
+
+
 @contextmanager
 def _ctrl_c_stops(pipeline: Pipeline) -> Generator[None, None, None]:
     """In the main thread, a first Ctrl-C stops the run and lets it drain; a second raises
@@ -374,9 +380,7 @@ def _ctrl_c_stops(pipeline: Pipeline) -> Generator[None, None, None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
-        previous = signal.default_int_handler  # one set outside Python: Python's own instead
+    previous = _restorable(signal.getsignal(signal.SIGINT))
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, previous)  # the next one is Python's own
