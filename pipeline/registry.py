@@ -26,6 +26,7 @@ BUILTIN_TYPES = {
     "analytics": "vapipe.stages.analytics.stage",
     "events": "vapipe.stages.sinks.events",
     "infer": "vapipe.stages.infer.stage",
+    "motion": "vapipe.stages.motion.stage",
     "mqtt": "vapipe.stages.sinks.mqtt",
     "nms": "vapipe.stages.nms",
     "preprocess": "vapipe.stages.preprocess.stage",

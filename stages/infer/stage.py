@@ -222,14 +222,15 @@ class InferStage(BatchStage):
         return Family(hint)
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
+        # A frame a motion node flagged still is skipped (the tracker holds its tracks).
+        waiting = [frame for frame in items if not frame.predicted]
         if self.config.interval > 1 or self.config.interval_s is not None:
-            due = [frame for frame in items if self.schedule.due(frame)]
-            for frame in items:
+            due = [frame for frame in waiting if self.schedule.due(frame)]
+            for frame in waiting:
                 frame.predicted = frame not in due
-            if due:
-                self._detect(due)
-            return items
-        self._detect(items)
+            waiting = due
+        if waiting:
+            self._detect(waiting)
         return items
 
     def _detect(self, items: list[Frame]) -> None:

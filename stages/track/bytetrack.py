@@ -118,12 +118,14 @@ class ByteTracker:
         track_id[born] = self._start(dets[born], time_s)
         return dets.replace(track_id=track_id, class_id=class_id)
 
-    def coast(self, time_s: float) -> Detections:
+    def coast(self, time_s: float, still: bool = False) -> Detections:
         """A frame the detector skipped (``infer.interval``): every track moves on as its
         motion model predicts, nothing is matched, started or ended; the confirmed tracks in
         view are returned at their predicted boxes, with their voted class and the score of
-        their last detection."""
-        self._advance(time_s)
+        their last detection. ``still`` (a motion node saw nothing move): they stay put."""
+        self._advance(time_s, move=not still)
+        if still:  # nothing moved, so what was in view still is: its lost_s starts later
+            self.last_seen[self.state == TRACKED] = time_s
         rows = np.flatnonzero((self.ids > 0) & (self.state == TRACKED))
         return Detections(
             xyxy=kalman.boxes_of(self.mean[rows]).astype(np.float32),
@@ -133,12 +135,13 @@ class ByteTracker:
             track_id=self.ids[rows].astype(np.int64),
         )
 
-    def _advance(self, time_s: float) -> None:
+    def _advance(self, time_s: float, move: bool = True) -> None:
         """To ``time_s``: older class votes weigh less, and the tracks move one frame on."""
         if self.last_time is not None and time_s > self.last_time:
             self.votes *= 0.5 ** ((time_s - self.last_time) / self.params.class_half_life_s)
         self.last_time = time_s
-        self.mean, self.cov = kalman.predict(self.mean, self.cov)
+        if move:
+            self.mean, self.cov = kalman.predict(self.mean, self.cov)
 
     def _associate(
         self,

@@ -46,7 +46,9 @@ class TrackStage(Stage):
             tracker = self.trackers[frame.source_id] = self.new_tracker()
         if frame.detections is None:  # skipped by infer.interval: where the tracks are now
             coast = getattr(tracker, "coast", None)
-            frame.detections = coast(frame.pts) if coast else Detections.empty()
+            # Nothing moved (a motion node): the tracks stay where they were.
+            still = bool(frame.meta.get("still"))
+            frame.detections = coast(frame.pts, still=still) if coast else Detections.empty()
             return (frame,)
         image = frame.image if self.reads_pixels else None
         if hasattr(tracker, "frame_size"):  # ByteTracker: tracks lost at the edge go sooner

@@ -161,3 +161,62 @@ def test_detecting_one_frame_in_three_still_counts_the_traffic(tmp_path: Path) -
         len(frames) - len(predicted),
         len(predicted),
     )
+
+
+def standing_then_walking(path: Path, still: int, walking: int) -> None:
+    """One person standing ``still`` frames at the left, then walking right ``walking``."""
+    person = person_crop()
+    height, width = person.shape[:2]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        for i in range(still + walking):
+            x = 40 + 14 * max(0, i - still + 1)
+            image = np.full((HEIGHT, WIDTH, 3), 150, np.uint8)
+            image[120 : 120 + height, x : x + width] = person
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+def test_the_motion_gate_skips_a_still_picture_and_keeps_the_zone_s_dwell(
+    tmp_path: Path,
+) -> None:
+    """Nothing moves for 40 frames: the detector rests (the frames are predicted, the track
+    held where it stands), the zone's dwell still fires, no false exit; the same events as
+    detecting every frame."""
+    clip = tmp_path / "standing.mp4"
+    standing_then_walking(clip, still=40, walking=25)
+    text = ANALYTICS.read_text().replace('links = ["cam ! pre', 'links = ["cam ! motion ! pre')
+    gated = tmp_path / "gated.toml"
+    gated.write_text(text + '\n[nodes.motion]\ntype = "motion"\n')
+    zone = ('analytics.zones=[{ name = "spot", polygon = [[0, 100], [200, 100], [200, 360], '
+            '[0, 360]], dwell_s = 1.0 }]')  # fmt: skip
+    found = {}
+    for name, config in (("gated", gated), ("every", ANALYTICS)):
+        folder = tmp_path / name
+        folder.mkdir()
+        result = cli(str(config), "--set", f"cam.uri={clip}", "--set", "nms.classes=[0]",
+                     "--set", "analytics.lines=[]", "--set", zone, "--stats", "stats.json",
+                     cwd=folder)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        found[name] = read_events(folder / "out/events.jsonl")
+        if name == "gated":
+            motion = json.loads((folder / "stats.json").read_text())["stages"]["motion"]
+    frames = [e for e in found["gated"] if e["event"] == "frame"]
+    predicted = [e["seq"] for e in frames if e.get("predicted")]
+    assert predicted == list(range(1, 40)), predicted  # still from frame 1 until it walks
+    assert (motion["still_frames"], motion["moving_frames"]) == (39, 26)
+    held = [e["detections"] for e in frames[1:40]]
+    assert all(d == held[0] for d in held) and len(held[0]) == 1  # held where it stands
+    assert held[0][0]["track_id"] == frames[0]["detections"][0]["track_id"]
+
+    def zone_events(events: list[dict]) -> list[tuple[str, int]]:
+        return [(e["event"], e["seq"]) for e in events if e["event"].startswith("zone_")]
+
+    gated_zone, every_zone = zone_events(found["gated"]), zone_events(found["every"])
+    assert [kind for kind, _ in gated_zone] == ["zone_enter", "zone_dwell", "zone_exit"]
+    assert [kind for kind, _ in every_zone] == [kind for kind, _ in gated_zone]
+    for (_, a), (_, b) in zip(gated_zone, every_zone, strict=True):
+        assert abs(a - b) <= 2, (gated_zone, every_zone)

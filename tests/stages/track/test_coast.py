@@ -118,3 +118,15 @@ def test_nms_passes_a_skipped_frame_on_and_records_say_predicted_only_there() ->
         stage.process(plain)
     assert "predicted" not in next(frame_records(frame("cam", 2, dets([box_at(1, 1)]))))
     assert np.array_equal(dets([]).xyxy, np.zeros((0, 4), np.float32))
+
+
+def test_a_still_frame_holds_the_tracks_where_they_are_and_keeps_them_seen() -> None:
+    tracker = ByteTracker(TrackConfig(lost_s=1.0))
+    last = walked(tracker, 10)
+    where = tracker.coast(last + 1 / 25).xyxy.copy()  # one frame on, moving
+    held = [tracker.coast(last + k / 25, still=True) for k in range(2, 100)]  # ~4 s still
+    assert all(np.allclose(h.xyxy, where) for h in held)
+    assert tracker.last_seen.tolist() == pytest.approx([last + 99 / 25])
+    # The first detection after the still spell misses it: lost, but not yet expired.
+    tracker.update(dets([]), last + 100 / 25)
+    assert len(tracker) == 1

@@ -1,0 +1,101 @@
+"""The ``motion`` node: a cheap per-source motion detector in front of the detector.
+
+Each frame's luma is shrunk to ``width`` pixels across and blurred, and compared with the
+previous one of its source: where more than ``min_area`` of the picture changed by more than
+``threshold`` grey levels, something moved and the frame goes to the detector as usual. A
+frame where nothing moved is flagged ``predicted`` and the infer node skips it (as for
+``infer.interval``); after a track node its detections are the tracks held where they were
+last seen, so an object standing in a zone keeps its dwell running and no ``zone_exit`` comes
+of the detector resting. ``max_skip_s`` still detects on a still picture now and then (light
+changes slowly; a parked car is still a car).
+
+Link it before preprocessing: ``cam ! motion ! pre ! det ! nms ! track ! analytics``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import cv2
+import numpy as np
+from pydantic import Field
+
+from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+
+
+class MotionConfig(StageConfig):
+    """How much change counts as motion, and how long a still picture may go undetected."""
+
+    width: int = Field(160, ge=16, le=1920)
+    """Width in pixels of the grey copy compared (its height keeps the aspect)."""
+    threshold: int = Field(15, ge=1, le=255)
+    """A pixel changed when its grey level moved by more than this."""
+    min_area: float = Field(0.002, ge=0, le=1)
+    """Motion: more than this fraction of the picture changed (0.002 of 160x90: 29 pixels)."""
+    max_skip_s: float = Field(2.0, ge=0)
+    """Detect at least once per this many seconds of stream time, motion or not (0: every
+    still frame is skipped until something moves)."""
+
+
+@register("motion")
+class MotionStage(Stage):
+    """Flags frames where nothing moved since the source's previous frame as ``predicted``:
+    the infer node after it skips them."""
+
+    Config = MotionConfig
+    config: MotionConfig
+
+    def open(self, context: StageContext) -> None:
+        self._previous: dict[str, np.ndarray] = {}
+        self._detected_at: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.moving = self.still = 0
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        small = self._grey(frame)
+        with self._lock:
+            previous = self._previous.get(frame.source_id)
+            self._previous[frame.source_id] = small
+            last = self._detected_at.get(frame.source_id)
+            moved = (
+                previous is None or previous.shape != small.shape or self._moved(previous, small)
+            )
+            overdue = (
+                last is None or frame.pts < last or frame.pts - last >= self.config.max_skip_s > 0
+            )
+            if moved or overdue:
+                self._detected_at[frame.source_id] = frame.pts
+                self.moving += 1
+            else:
+                frame.predicted = True
+                frame.meta["still"] = True
+                self.still += 1
+        return (frame,)
+
+    def _grey(self, frame: Frame) -> np.ndarray:
+        if frame.yuv is not None:  # the luma plane as decoded: no colour conversion
+            luma = frame.yuv[: frame.yuv.shape[0] * 2 // 3]
+        else:
+            luma = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
+        height = max(1, round(luma.shape[0] * self.config.width / luma.shape[1]))
+        small = cv2.resize(luma, (self.config.width, height), interpolation=cv2.INTER_AREA)
+        return cv2.GaussianBlur(small, (5, 5), 0)
+
+    def _moved(self, previous: np.ndarray, current: np.ndarray) -> bool:
+        changed = cv2.absdiff(previous, current) > self.config.threshold
+        return float(np.count_nonzero(changed)) > self.config.min_area * changed.size
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        if message.kind in ("source_removed", "source_up"):  # a new picture starts over
+            with self._lock:
+                self._previous.pop(message.source_id, None)
+        return (message,)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "moving_frames": getattr(self, "moving", 0),
+            "still_frames": getattr(self, "still", 0),
+        }

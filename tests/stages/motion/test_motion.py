@@ -1,0 +1,94 @@
+"""The motion gate: a frame where nothing moved is flagged for the detector to skip."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from vapipe.pipeline.frame import Frame, Message, StreamInfo
+from vapipe.stages.motion.stage import MotionConfig, MotionStage
+
+
+def picture(box_x: int | None = None, size: int = 40, shade: int = 120) -> np.ndarray:
+    image = np.full((360, 640, 3), shade, np.uint8)
+    if box_x is not None:
+        image[100 : 100 + size, box_x : box_x + size] = 250
+    return image
+
+
+def frame(source: str, seq: int, image: np.ndarray, fps: float = 25) -> Frame:
+    info = StreamInfo(source, "x", image.shape[1], image.shape[0], None)
+    return Frame(source, seq, seq / fps, 0.0, image, info)
+
+
+def gate(**config: object) -> MotionStage:
+    stage = MotionStage("motion", MotionConfig.model_validate(config))
+    stage.open(None)  # type: ignore[arg-type]
+    return stage
+
+
+def flags(stage: MotionStage, frames: list[Frame]) -> list[bool]:
+    return [stage.process(f)[0].predicted for f in frames]
+
+
+def test_a_still_picture_is_skipped_until_something_moves() -> None:
+    stage = gate()
+    images = [picture(100)] * 5 + [picture(100 + 12 * k) for k in range(1, 4)] + [picture(136)] * 3
+    skipped = flags(stage, [frame("cam", i, im) for i, im in enumerate(images)])
+    assert skipped == [False, True, True, True, True, False, False, False, True, True, True]
+    assert stage.stats() == {"moving_frames": 4, "still_frames": 7}
+
+
+def test_a_still_frame_says_so_for_the_tracker() -> None:
+    stage = gate()
+    stage.process(frame("cam", 0, picture(100)))
+    (out,) = stage.process(frame("cam", 1, picture(100)))
+    assert out.predicted and out.meta["still"] is True
+
+
+def test_small_or_faint_changes_are_not_motion() -> None:
+    stage = gate(threshold=15, min_area=0.002)
+    base = picture(None)
+    speck = picture(None)
+    speck[200:204, 300:304] = 250  # 16 px of 230,400: well under 0.2% of the picture
+    faint = picture(None, shade=128)  # every pixel, but by 8 grey levels
+    assert flags(stage, [frame("cam", i, im) for i, im in enumerate([base, speck, faint])]) == [
+        False, True, True,
+    ]  # fmt: skip
+
+
+def test_a_still_picture_is_detected_again_after_max_skip_s() -> None:
+    stage = gate(max_skip_s=1.0)
+    skipped = flags(stage, [frame("cam", i, picture(100), fps=4) for i in range(9)])
+    # 4 frames a second: detected at 0, 1, 2 s.
+    assert [i for i, s in enumerate(skipped) if not s] == [0, 4, 8]
+    never = gate(max_skip_s=0)
+    assert sum(not s for s in flags(never, [frame("c", i, picture(5)) for i in range(80)])) == 1
+
+
+def test_sources_are_compared_with_their_own_previous_frame() -> None:
+    stage = gate()
+    out = [stage.process(frame(s, i, picture(100 if s == "a" else 400)))[0].predicted
+           for i in range(3) for s in "ab"]  # fmt: skip
+    assert out == [False, False, True, True, True, True]
+
+
+def test_a_source_that_comes_back_starts_over() -> None:
+    stage = gate()
+    flags(stage, [frame("cam", i, picture(100)) for i in range(3)])
+    stage.handle_message(Message("cam", "source_up", 0.0))
+    assert flags(stage, [frame("cam", 3, picture(100))]) == [False]
+
+
+def test_the_luma_of_a_yuv_frame_is_used_as_it_is() -> None:
+    stage = gate()
+    image = picture(100)
+    yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
+    frames = []
+    for seq in range(3):
+        f = frame("cam", seq, image)
+        f.__dict__["_image"] = None
+        f.yuv = yuv if seq < 2 else cv2.cvtColor(picture(300), cv2.COLOR_BGR2YUV_I420)
+        frames.append(f)
+    assert flags(stage, frames) == [False, True, False]
+    assert all(f.__dict__.get("_image") is None for f in frames)  # no BGR picture was made
