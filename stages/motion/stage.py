@@ -15,7 +15,7 @@ Link it before preprocessing: ``cam ! motion ! pre ! det ! nms ! track ! analyti
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Annotated, Any
 
 import cv2
 import numpy as np
@@ -24,6 +24,8 @@ from pydantic import Field
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+
+Point = Annotated[list[Annotated[float, Field(strict=False)]], Field(min_length=2, max_length=2)]
 
 
 class MotionConfig(StageConfig):
@@ -35,6 +37,12 @@ class MotionConfig(StageConfig):
     """A pixel changed when its grey level moved by more than this."""
     min_area: float = Field(0.002, ge=0, le=1)
     """Motion: more than this fraction of the picture changed (0.002 of 160x90: 29 pixels)."""
+    ignore: list[Annotated[list[Point], Field(min_length=3)]] = Field(default_factory=list)
+    """Polygons where change is not motion (a tree in the wind, a screen, a road beyond the
+    door): ``[[[x, y], ...], ...]`` in frame pixels, or fractions of the frame with
+    ``normalized = true``. ``min_area`` is then a fraction of the rest of the picture."""
+    normalized: bool = False
+    """``ignore`` polygons are given as fractions (0-1) of the frame's width and height."""
     max_skip_s: float = Field(2.0, ge=0)
     """Detect at least once per this many seconds of stream time, motion or not (0: every
     still frame is skipped until something moves)."""
@@ -51,6 +59,7 @@ class MotionStage(Stage):
     def open(self, context: StageContext) -> None:
         self._previous: dict[str, np.ndarray] = {}
         self._detected_at: dict[str, float] = {}
+        self._masks: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
         self._lock = threading.Lock()
         self.moving = self.still = 0
 
@@ -61,7 +70,9 @@ class MotionStage(Stage):
             self._previous[frame.source_id] = small
             last = self._detected_at.get(frame.source_id)
             moved = (
-                previous is None or previous.shape != small.shape or self._moved(previous, small)
+                previous is None
+                or previous.shape != small.shape
+                or self._moved(previous, small, frame)
             )
             overdue = (
                 last is None or frame.pts < last or frame.pts - last >= self.config.max_skip_s > 0
@@ -84,9 +95,31 @@ class MotionStage(Stage):
         small = cv2.resize(luma, (self.config.width, height), interpolation=cv2.INTER_AREA)
         return cv2.GaussianBlur(small, (5, 5), 0)
 
-    def _moved(self, previous: np.ndarray, current: np.ndarray) -> bool:
+    def _moved(self, previous: np.ndarray, current: np.ndarray, source: Frame) -> bool:
         changed = cv2.absdiff(previous, current) > self.config.threshold
-        return float(np.count_nonzero(changed)) > self.config.min_area * changed.size
+        watched = self._watched(source, changed.shape)
+        if watched is None:
+            return float(np.count_nonzero(changed)) > self.config.min_area * changed.size
+        area = np.count_nonzero(watched)
+        return bool(np.count_nonzero(changed & watched) > self.config.min_area * area)
+
+    def _watched(self, frame: Frame, shape: tuple[int, ...]) -> np.ndarray | None:
+        """Where change counts, at the compared size (None: everywhere); per source, made
+        once from the ``ignore`` polygons."""
+        if not self.config.ignore:
+            return None
+        key = (frame.source_id, shape)
+        mask = self._masks.get(key)
+        if mask is None:
+            height, width = frame.shape[:2]
+            sx, sy = (shape[1], shape[0]) if self.config.normalized else (
+                shape[1] / width, shape[0] / height)  # fmt: skip
+            mask = np.full(shape, 255, np.uint8)
+            polygons = [np.round(np.array(p, np.float64) * (sx, sy)).astype(np.int32)
+                        for p in self.config.ignore]  # fmt: skip
+            cv2.fillPoly(mask, polygons, 0)
+            mask = self._masks[key] = mask.astype(bool)
+        return mask
 
     def handle_message(self, message: Message) -> tuple[Message]:
         if message.kind in ("source_removed", "source_up"):  # a new picture starts over

@@ -92,3 +92,32 @@ def test_the_luma_of_a_yuv_frame_is_used_as_it_is() -> None:
         frames.append(f)
     assert flags(stage, frames) == [False, True, False]
     assert all(f.__dict__.get("_image") is None for f in frames)  # no BGR picture was made
+
+
+def test_change_inside_an_ignored_polygon_is_not_motion() -> None:
+    # A flickering screen at the right: ignored in pixels, or as fractions of the frame.
+    flicker = [picture(None), picture(None)]
+    flicker[1][50:300, 500:620] = 250
+    walker = picture(None)
+    walker[50:300, 500:620] = 250
+    walker[150:250, 100:160] = 0  # and then someone moves at the left
+    for ignore, normalized in (([[480, 0], [640, 0], [640, 360], [480, 360]],), False), (
+        ([[0.75, 0], [1, 0], [1, 1], [0.75, 1]],), True,
+    ):  # fmt: skip
+        stage = gate(ignore=list(ignore), normalized=normalized)
+        frames = [frame("cam", i, im) for i, im in enumerate([*flicker, walker])]
+        assert flags(stage, frames) == [False, True, False], normalized
+    plain = gate()
+    assert flags(plain, [frame("cam", i, im) for i, im in enumerate(flicker)]) == [False, False]
+
+
+def test_min_area_is_a_share_of_the_watched_part() -> None:
+    # A 40 px square changes 0.83% of the compared picture, 1.7% of its left half.
+    base, changed = picture(None), picture(None)
+    changed[0:40, 0:40] = 250
+    half = [[[320, 0], [640, 0], [640, 360], [320, 360]]]
+    assert flags(gate(min_area=0.012), [frame("c", 0, base), frame("c", 1, changed)]) == [
+        False, True,
+    ]  # fmt: skip
+    stage = gate(min_area=0.012, ignore=half)
+    assert flags(stage, [frame("c", 0, base), frame("c", 1, changed)]) == [False, False]
