@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import vapipe
-from vapipe.api import _Handoff, _restorable, _shard_log_level, toml_value
+from vapipe.api import _Handoff, _restorable, _shard_log_level, _tap_class, toml_value
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
@@ -434,3 +434,29 @@ def test_the_events_tap_keeps_no_picture_alive(tmp_path: Path) -> None:
     text = graph(frames_path=tmp_path, sink=False, extra="test-api-pixels")
     list(vapipe.Pipeline.from_string(text, max_frames=3).events())
     assert _Pixels.seen == [False, False, False]
+
+
+def test_a_full_handoff_waits_for_its_reader_and_loses_nothing() -> None:
+    handoff = _Handoff()
+    for index in range(256):
+        handoff.put({"event": "frame", "seq": index})
+    late = threading.Thread(target=handoff.put, args=({"event": "frame", "seq": 256},))
+    late.start()
+    late.join(0.5)
+    assert late.is_alive()  # the pipeline waits for a slow reader; it drops nothing
+    assert handoff.items.get()["seq"] == 0
+    late.join()
+    assert [handoff.items.get_nowait()["seq"] for _ in range(256)] == list(range(1, 257))
+
+
+def test_records_from_shards_are_filtered_as_the_events_sink_filters_them() -> None:
+    handoff = _Handoff()
+    tap = _tap_class(handoff, False)("python-events", StageConfig())
+    tap.accept({"event": "frame", "source_id": "a", "seq": 0, "detections": []})
+    tap.accept({"event": "line_cross", "source_id": "a", "seq": 0, "line": "l"})
+    tap.accept({"event": "frame", "source_id": "a", "seq": 1, "detections": [{"x": 1}]})
+    got = [handoff.items.get_nowait() for _ in range(handoff.items.qsize())]
+    assert [(e["event"], e["seq"]) for e in got] == [("line_cross", 0), ("frame", 1)]
+    keep_all = _tap_class(_Handoff(), True)("python-events", StageConfig())
+    keep_all.accept({"event": "frame", "source_id": "a", "seq": 0, "detections": []})
+    assert keep_all.handoff.items.qsize() == 1
