@@ -26,13 +26,15 @@ from bench.mutation import MODULES, RESULTS, test_command, write_report  # noqa:
 
 
 def mutated(lines: list[str], line: int, diff: str) -> list[str] | None:
-    """``lines`` (the module, 1-based ``line``) with the survivor's diff applied; None where
-    the module no longer has the removed lines there."""
+    """``lines`` (the module, 1-based ``line``) with the survivor's diff applied where the
+    removed lines are, at ``line`` or, when code above them moved, at their nearest place;
+    None where the module no longer has them."""
     old = [d[1:] for d in diff.splitlines() if d.startswith("-")]
     new = [d[1:] for d in diff.splitlines() if d.startswith("+")]
-    start = line - 1
-    if lines[start : start + len(old)] != old:
+    places = [i for i in range(len(lines)) if lines[i : i + len(old)] == old]
+    if not old or not places:
         return None
+    start = min(places, key=lambda i: abs(i - (line - 1)))
     return lines[:start] + new + lines[start + len(old) :]
 
 
