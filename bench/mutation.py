@@ -86,6 +86,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_python_api.py::test_the_events_tap_keeps_no_picture_alive",
         "tests/test_python_api.py::test_a_full_handoff_waits_for_its_reader_and_loses_nothing",
         "tests/test_python_api.py::test_records_from_shards_are_filtered_as_the_events_sink_filters_them",
+        "tests/test_python_api.py::test_by_default_frames_without_detections_are_events_too",
     ],
     "stages/nms.py": ["tests/stages/test_nms.py"],
     "pipeline/errors.py": ["tests/pipeline/cli/test_missing_packages.py"],

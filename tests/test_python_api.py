@@ -117,7 +117,8 @@ def test_the_iterator_yields_what_the_events_sink_writes_in_its_order(tmp_path: 
     seen = list(pipeline.events())
     assert seen == lines(path)
     assert [e["seq"] for e in seen if e["event"] == "frame"] == list(range(12))
-    assert pipeline.outcome is not None and pipeline.outcome.ok
+    assert pipeline.outcome is not None and pipeline.outcome.ok is True
+    assert pipeline.outcome.interrupted is False
     assert pipeline.outcome.stats["stages"]["events"]["lines"] == len(seen)
 
 
@@ -185,6 +186,7 @@ def test_stop_from_another_thread_drains_as_ctrl_c_does(tmp_path: Path) -> None:
     assert seen == lines(path)  # everything queued at the stop arrived, in both
     assert seen[-1]["seq"] >= 2 and len(seen) < 460
     assert pipeline.outcome is not None and pipeline.outcome.exit_code == 130
+    assert pipeline.outcome.interrupted is True and pipeline.outcome.ok is False
 
 
 @register("test-api-ctrl-c")
@@ -225,7 +227,7 @@ def test_an_exception_in_a_user_stage_is_one_line_naming_it(tmp_path: Path) -> N
     path = tmp_path / "events.jsonl"
     pipeline = vapipe.Pipeline.from_string(graph(frames_path=path, extra="test-api-boom"))
     outcome = pipeline.run()
-    assert outcome.exit_code == 1
+    assert outcome.exit_code == 1 and outcome.ok is False and outcome.interrupted is False
     assert outcome.error is not None and "\n" not in outcome.error
     assert outcome.error == (
         "stage 'test-api-boom' (source 'cam', seq 2): the user's code\\nfailed here"
@@ -460,3 +462,9 @@ def test_records_from_shards_are_filtered_as_the_events_sink_filters_them() -> N
     keep_all = _tap_class(_Handoff(), True)("python-events", StageConfig())
     keep_all.accept({"event": "frame", "source_id": "a", "seq": 0, "detections": []})
     assert keep_all.handoff.items.qsize() == 1
+
+
+def test_by_default_frames_without_detections_are_events_too(tmp_path: Path) -> None:
+    text = graph(frames_path=tmp_path, sink=False) + "conf = 1.0\n"  # nms keeps nothing
+    seen = list(vapipe.Pipeline.from_string(text, max_frames=3).events())
+    assert [(e["seq"], e["detections"]) for e in seen] == [(0, []), (1, []), (2, [])]
