@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
+from vapipe.stages.infer.backends import openvino
 from vapipe.stages.infer.backends import providers as eps
 
 HW_CODEC_SUFFIXES = (
@@ -53,23 +54,41 @@ def _plugins(out: Callable[[str], None]) -> None:
 
 def _onnxruntime(out: Callable[[str], None]) -> None:
     out("\nONNX Runtime")
+    builds = openvino.onnxruntime_builds()
+    if len(builds) > 1:
+        out(
+            f"  WARNING: {len(builds)} onnxruntime builds installed ({', '.join(builds)}): "
+            "their files overwrite each other; pip uninstall -y "
+            + " ".join(builds)
+            + ", then install one"
+        )
     try:
         import onnxruntime as ort
     except ImportError as exc:
         out(f"  not importable: {exc}")
         return
     available = ort.get_available_providers()
-    names, _, _ = eps.choose("auto", available, {})
+    found = openvino.devices() if openvino.PROVIDER in available else []
+    names, _, _ = eps.choose("auto", available, {}, openvino_devices=found)
     out(f"  version {ort.__version__}, device {ort.get_device()}")
     out(f"  providers available: {', '.join(available)}")
+    if found:
+        out(f"  OpenVINO devices: {', '.join(found)}")
     out(
         f'  providers = "auto" picks: {names[0]}'
         + (f" (then {', '.join(names[1:])})" if len(names) > 1 else "")
     )
+    if found and openvino.PROVIDER not in names:
+        out(f"  {openvino.CPU_ONLY_REASON}")
     if eps.ALIASES["rocm"] not in available and eps.ALIASES["migraphx"] not in available:
         out(
             "  AMD GPUs: install onnxruntime-migraphx (or onnxruntime-rocm <= 1.22, which still "
             "has the ROCm provider) in place of onnxruntime"
+        )
+    if openvino.PROVIDER not in available and openvino.intel_gpus():
+        out(
+            "  This machine has an Intel GPU, which the onnxruntime-openvino build runs on: "
+            f"{openvino.INSTALL}"
         )
 
 

@@ -123,7 +123,12 @@ class InferStage(BatchStage):
         self.batch_timeout_s = cfg.batch_timeout_ms / 1000.0
         path = resolve_model(cfg.model)
         self.backend = load_backend(
-            str(path), self.name, cfg.backend, cfg.max_batch, head=self._head_in_model
+            str(path),
+            self.name,
+            cfg.backend,
+            cfg.max_batch,
+            head=self._head_in_model,
+            workers=cfg.workers,
         )
         info = self.backend.info
         width, height = self._input_size(info)

@@ -25,6 +25,9 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
 
+MASK_KEY = "motion_mask"
+"""``frame.meta`` key, with ``show``: the changed pixels at the compared size (a bool array;
+None on a source's first frame)."""
 Point = Annotated[list[Annotated[float, Field(strict=False)]], Field(min_length=2, max_length=2)]
 
 
@@ -43,6 +46,9 @@ class MotionConfig(StageConfig):
     ``normalized = true``. ``min_area`` is then a fraction of the rest of the picture."""
     normalized: bool = False
     """``ignore`` polygons are given as fractions (0-1) of the frame's width and height."""
+    show: bool = False
+    """Keep each frame's motion mask (the changed pixels outside ``ignore``) for the video
+    sink and the service's preview, which tint it red and label skipped frames ``still``."""
     max_skip_s: float = Field(2.0, ge=0)
     """Detect at least once per this many seconds of stream time, motion or not (0: every
     still frame is skipped until something moves)."""
@@ -69,11 +75,11 @@ class MotionStage(Stage):
             previous = self._previous.get(frame.source_id)
             self._previous[frame.source_id] = small
             last = self._detected_at.get(frame.source_id)
-            moved = (
-                previous is None
-                or previous.shape != small.shape
-                or self._moved(previous, small, frame)
-            )
+            fresh = previous is None or previous.shape != small.shape
+            changed = None if previous is None or fresh else self._changed(previous, small, frame)
+            if self.config.show:
+                frame.meta[MASK_KEY] = changed
+            moved = fresh or self._moved(changed, frame)
             overdue = (
                 last is None or frame.pts < last or frame.pts - last >= self.config.max_skip_s > 0
             )
@@ -95,13 +101,20 @@ class MotionStage(Stage):
         small = cv2.resize(luma, (self.config.width, height), interpolation=cv2.INTER_AREA)
         return cv2.GaussianBlur(small, (5, 5), 0)
 
-    def _moved(self, previous: np.ndarray, current: np.ndarray, source: Frame) -> bool:
+    def _changed(self, previous: np.ndarray, current: np.ndarray, source: Frame) -> np.ndarray:
+        """The pixels of the grey copy that changed, outside the ``ignore`` polygons."""
         changed = cv2.absdiff(previous, current) > self.config.threshold
         watched = self._watched(source, changed.shape)
-        if watched is None:
-            return float(np.count_nonzero(changed)) > self.config.min_area * changed.size
-        area = np.count_nonzero(watched)
-        return bool(np.count_nonzero(changed & watched) > self.config.min_area * area)
+        if watched is not None:
+            changed &= watched
+        return changed
+
+    def _moved(self, changed: np.ndarray | None, source: Frame) -> bool:
+        if changed is None:
+            return True
+        watched = self._watched(source, changed.shape)
+        area = changed.size if watched is None else np.count_nonzero(watched)
+        return bool(np.count_nonzero(changed) > self.config.min_area * area)
 
     def _watched(self, frame: Frame, shape: tuple[int, ...]) -> np.ndarray | None:
         """Where change counts, at the compared size (None: everywhere); per source, made

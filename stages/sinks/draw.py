@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from vapipe.stages.detections import Detections
+from vapipe.stages.motion.stage import MASK_KEY
 
 if TYPE_CHECKING:
     from vapipe.pipeline.frame import Frame
@@ -145,4 +146,21 @@ def annotate(
         draw_trails(picture, trails.update(frame.detections))
     if frame.analytics is not None:
         draw_analytics(picture, frame.analytics)
+    if MASK_KEY in frame.meta:
+        draw_motion(picture, frame.meta[MASK_KEY], still=bool(frame.meta.get("still")))
     return picture
+
+
+MOTION_TINT = np.array((0, 0, 255), np.float32)  # BGR red
+
+
+def draw_motion(canvas: np.ndarray, mask: np.ndarray | None, *, still: bool) -> None:
+    """The motion node's changed pixels (``show = true``) tinted red, scaled up from the grey
+    copy it compared; a frame it let the detector skip is labelled ``still``."""
+    if mask is not None and mask.any():
+        height, width = canvas.shape[:2]
+        full = cv2.resize(mask.astype(np.uint8), (width, height), interpolation=cv2.INTER_NEAREST)
+        moving = full.astype(bool)
+        canvas[moving] = (canvas[moving] * 0.55 + MOTION_TINT * 0.45).astype(np.uint8)
+    if still:
+        _label(canvas, "still", (4, canvas.shape[0] - 6))

@@ -79,6 +79,7 @@ def load_backend(
     config: BackendConfig,
     max_batch: int,
     head: HeadChoice | None = None,
+    workers: int = 1,
 ) -> Backend:
     """The backend that ``config.type`` names, with ``path`` loaded and verified. ``head``
     chooses the YOLO head to decode inside the model on onnxruntime (see OnnxBackend)."""
@@ -93,4 +94,6 @@ def load_backend(
         return TorchBackend(path, name=name, config=config, max_batch=max_batch)
     from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
-    return OnnxBackend(path, name=name, config=config, max_batch=max_batch, head=head)
+    return OnnxBackend(
+        path, name=name, config=config, max_batch=max_batch, head=head, workers=workers
+    )

@@ -6,7 +6,7 @@ Decided from what is installed, without loading a model twice:
    model, which a per-op runtime does not beat;
 2. PyTorch on a GPU (CUDA or ROCm builds) with onnx2torch: CUDA graphs, head decode and NMS on
    the device (measured against onnxruntime's CUDA provider: bench/results/streams.md);
-3. onnxruntime with another accelerator (CUDA, ROCm, OpenVINO);
+3. onnxruntime with another accelerator (CUDA, ROCm, OpenVINO on an Intel GPU or NPU);
 4. onnxruntime on the CPU.
 """
 
@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Collection, Sequence
 
+from vapipe.stages.infer.backends import openvino
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
 
@@ -85,7 +86,7 @@ def resolve() -> tuple[OnnxRuntimeConfig | TorchConfig, str]:
     """The concrete backend config for this machine, and why it was chosen."""
     import onnxruntime as ort
 
-    available = ort.get_available_providers()
+    available = openvino.auto_offered(ort.get_available_providers(), openvino.devices())
     offered = {eps.short_name(p) for p in available}
     runtimes = [name for name in COMPILING if name in offered and runtime_loads(name)]
     # Import torch only when its answer can change the choice.

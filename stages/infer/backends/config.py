@@ -25,12 +25,16 @@ class OnnxRuntimeConfig(StageConfig):
     ``cuda``, ``openvino``, ``cpu`` or full names), or ``auto`` for that order. Unavailable
     ones are skipped with a warning; CPU always ends the list."""
     provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per provider options, passed through as they are, e.g.
-    ``{ migraphx = { migraphx_exhaustive_tune = 0 } }``."""
+    """Per provider options, passed through as they are, over the defaults, e.g.
+    ``{ migraphx = { migraphx_exhaustive_tune = 0 } }`` or
+    ``{ openvino = { device_type = "NPU" } }`` (OpenVINO's default: its first GPU, else
+    its first NPU, else the CPU; one stream per worker)."""
     fp16: bool = False
     """Half precision where the provider supports it (MIGraphX, TensorRT, OpenVINO)."""
     cache_dir: str | None = None
-    """Compiled-model cache for MIGraphX / TensorRT / OpenVINO, so restarts do not recompile."""
+    """Compiled-model cache for MIGraphX / TensorRT / OpenVINO, so restarts do not recompile.
+    Unset: OpenVINO's blobs go to ``$XDG_CACHE_HOME/vapipe/openvino``, the others keep none;
+    ``off``: none for any."""
     io_binding: Literal["auto", "on", "off"] = "auto"
     """IO binding; ``auto`` uses it on every provider but the CPU."""
     threads: int = Field(0, ge=0, le=256)

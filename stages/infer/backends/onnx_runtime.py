@@ -18,6 +18,7 @@ from vapipe.stages.infer.backends import (
     ModelInfo,
     batch_ladder,
     concrete_shape,
+    openvino,
     padded_size,
     relative_error,
 )
@@ -54,21 +55,23 @@ class OnnxBackend:
         config: OnnxRuntimeConfig,
         max_batch: int,
         head: HeadChoice | None = None,
+        workers: int = 1,
     ) -> None:
-        """``head`` says, from the model's shapes and whether an accelerator was requested,
-        which YOLO head to decode inside the model (:mod:`graph_decode`); None: on the host."""
+        """``workers``: calls in flight at once. ``head`` says, from the model's shapes and
+        whether an accelerator was requested, which YOLO head to decode inside the model
+        (:mod:`graph_decode`); None: on the host."""
         import onnxruntime as ort
 
         self._ort = ort
         self.name = name
-        names, options = self._providers(config)
-        if config.cache_dir:
-            os.makedirs(config.cache_dir, exist_ok=True)
+        names, options = self._providers(config, workers)
+        for folder in {chosen["cache_dir"] for chosen in options if chosen.get("cache_dir")}:
+            os.makedirs(folder, exist_ok=True)
         self._names, self._options = names, options
         # The thread count is a CPU setting: on one thread the nodes an accelerator leaves to
         # the CPU cost 23 ms a frame where its own pool takes 8 (CUDA provider, H200).
         self._threads = config.threads if names[0] == eps.CPU else 0
-        if config.threads and names[0] != eps.CPU:
+        if config.threads and names[0] not in (eps.CPU, openvino.PROVIDER):
             log.info("%s: threads = %d applies to the CPU provider only", name, config.threads)
         self.batch_mode = "fixed"
         probe = self._session(path, [eps.CPU], [{}])
@@ -93,6 +96,7 @@ class OnnxBackend:
         else:
             self.session = self._session(model, names, options, profile=True)
         self.device = self.session.get_providers()[0]
+        eps.check_started(name, config.providers, names[0], self.device)
         if config.fp16 and self.device not in FP16_PROVIDERS:
             log.warning(
                 "%s: fp16 is not applied on %s (use a float16 model there)", name, self.device
@@ -129,16 +133,23 @@ class OnnxBackend:
         log.info("%s: head decode appended to the model (%s)", self.name, layout.family.value)
         return append_decode(proto, layout).SerializeToString()
 
-    def _providers(self, config: OnnxRuntimeConfig) -> tuple[list[str], list[dict[str, Any]]]:
+    def _providers(
+        self, config: OnnxRuntimeConfig, workers: int
+    ) -> tuple[list[str], list[dict[str, Any]]]:
         """The providers to try, in order, with their options; unavailable ones are logged."""
         available = self._ort.get_available_providers()
+        found = openvino.devices() if openvino.PROVIDER in available else []
         names, options, skipped = eps.choose(
             config.providers,
             available,
             config.provider_options,
             fp16=config.fp16,
-            cache_dir=config.cache_dir,
+            cache_dir=None if config.cache_dir == "off" else config.cache_dir,
+            workers=workers,
+            threads=config.threads,
+            openvino_devices=found,
         )
+        openvino.settle(self.name, names, options, found, config)
         for provider in skipped:
             log.warning(
                 "%s: %s is not in this onnxruntime build (available: %s); skipped",

@@ -1,14 +1,19 @@
 """ONNX Runtime execution providers: names, default options, and the fallback order.
 
-``providers = "auto"`` tries, in order: MIGraphX, ROCm, TensorRT, CUDA, OpenVINO, CPU.
+``providers = "auto"`` tries, in order: MIGraphX, ROCm, TensorRT, CUDA, OpenVINO (where it
+offers an Intel GPU or NPU: :mod:`openvino` says why), CPU.
 Only providers that the installed onnxruntime build offers are passed to the session;
 the CPU provider always ends the list, so a node that no accelerator takes still runs.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from vapipe.pipeline.errors import PipelineError
+from vapipe.stages.infer.backends import openvino
 
 ALIASES: dict[str, str] = {
     "migraphx": "MIGraphXExecutionProvider",
@@ -24,6 +29,7 @@ AUTO_ORDER = ("migraphx", "rocm", "tensorrt", "cuda", "openvino", "cpu")
 OPTIONAL_KEYS = frozenset({"migraphx_model_cache_dir", "use_tf32"})
 """Defaults that some provider builds do not know; dropped if the session refuses them."""
 CPU = ALIASES["cpu"]
+log = logging.getLogger(__name__)
 
 
 def full_name(name: str) -> str:
@@ -38,8 +44,17 @@ def short_name(provider: str) -> str:
     return provider
 
 
-def default_options(provider: str, *, fp16: bool, cache_dir: str | None) -> dict[str, Any]:
-    """Options that make each accelerator provider behave well for fixed-shape YOLO batches."""
+def default_options(
+    provider: str,
+    *,
+    fp16: bool,
+    cache_dir: str | None,
+    workers: int = 1,
+    threads: int = 0,
+    openvino_devices: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Options that make each accelerator provider behave well for fixed-shape YOLO batches;
+    ``workers`` (calls in flight) and ``threads`` (per call) shape OpenVINO's streams."""
     options: dict[str, Any] = {}
     if provider == ALIASES["migraphx"]:
         options["migraphx_fp16_enable"] = int(fp16)
@@ -64,9 +79,9 @@ def default_options(provider: str, *, fp16: bool, cache_dir: str | None) -> dict
         # default, enough to move boxes: float32 here means float32 unless asked.
         options["use_tf32"] = 0
     elif provider == ALIASES["openvino"]:
-        options["precision"] = "FP16" if fp16 else "FP32"
-        if cache_dir:
-            options["cache_dir"] = cache_dir
+        options = openvino.default_options(
+            openvino_devices, fp16=fp16, cache_dir=cache_dir, workers=workers, threads=threads
+        )
     return options
 
 
@@ -77,8 +92,14 @@ def choose(
     *,
     fp16: bool = False,
     cache_dir: str | None = None,
+    workers: int = 1,
+    threads: int = 0,
+    openvino_devices: Sequence[str] = (),
 ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """(providers to pass, their options, requested ones skipped as unavailable)."""
+    """(providers to pass, their options, requested ones skipped as unavailable). ``auto``
+    passes over OpenVINO where ``openvino_devices`` holds no GPU or NPU (see :mod:`openvino`)."""
+    if requested == "auto":
+        available = openvino.auto_offered(available, openvino_devices)
     wanted = (
         list(AUTO_ORDER)
         if requested == "auto"
@@ -100,11 +121,37 @@ def choose(
         names.append(CPU)
     options = []
     for provider in names:
-        merged = default_options(provider, fp16=fp16, cache_dir=cache_dir)
-        merged.update(user_options.get(short_name(provider), user_options.get(provider, {})))
+        given = user_options.get(short_name(provider), user_options.get(provider, {}))
+        merged = default_options(
+            provider,
+            fp16=fp16,
+            cache_dir=cache_dir,
+            workers=workers,
+            threads=threads,
+            # A device the user names is the one whose defaults apply (threads: CPU only).
+            openvino_devices=[given["device_type"]] if "device_type" in given else openvino_devices,
+        )
+        merged.update(given)
         options.append(merged)
     return names, options, skipped
 
 
 def without_optional(options: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in options.items() if key not in OPTIONAL_KEYS}
+
+
+def check_started(stage: str, requested: str | Sequence[str], wanted: str, got: str) -> None:
+    """onnxruntime runs a session on the providers it could start, printing the others'
+    errors to stderr. A provider that did not start is an error where ``providers`` named
+    it without the CPU as a fallback, else a warning (``auto``, or a list ending in cpu)."""
+    if got == wanted:
+        return
+    message = (
+        f"onnxruntime could not start {wanted} (its own error is printed above) "
+        f"and fell back to {got}"
+    )
+    named = [requested] if isinstance(requested, str) else list(requested)
+    if requested != "auto" and CPU not in map(full_name, named):
+        # The stage runner puts the stage's name in front.
+        raise PipelineError(message + "; fix its provider_options or name another provider")
+    log.warning("%s: %s", stage, message)

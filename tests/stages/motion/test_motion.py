@@ -6,7 +6,8 @@ import cv2
 import numpy as np
 
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
-from vapipe.stages.motion.stage import MotionConfig, MotionStage
+from vapipe.stages.motion.stage import MASK_KEY, MotionConfig, MotionStage
+from vapipe.stages.sinks.draw import annotate
 
 
 def picture(box_x: int | None = None, size: int = 40, shade: int = 120) -> np.ndarray:
@@ -121,3 +122,40 @@ def test_min_area_is_a_share_of_the_watched_part() -> None:
     ]  # fmt: skip
     stage = gate(min_area=0.012, ignore=half)
     assert flags(stage, [frame("c", 0, base), frame("c", 1, changed)]) == [False, False]
+
+
+def test_show_keeps_the_changed_pixels_outside_ignored_polygons() -> None:
+    stage = gate(show=True, ignore=[[[0, 0], [320, 0], [320, 360], [0, 360]]])
+    first = stage.process(frame("cam", 0, picture(100)))[0]
+    assert MASK_KEY in first.meta and first.meta[MASK_KEY] is None
+    moved = picture(None)
+    moved[100:140, 100:140] = 250  # in the ignored left half
+    moved[200:240, 500:540] = 250  # in the watched right half
+    (out,) = stage.process(frame("cam", 1, moved))
+    mask = out.meta[MASK_KEY]
+    assert mask.dtype == bool and mask.shape == (90, 160)
+    ys, xs = np.nonzero(mask)
+    # Only the right-hand square, at a quarter of the frame's scale (blur widens it a little).
+    assert 118 <= xs.min() <= 126 and 134 <= xs.max() <= 138
+    assert 46 <= ys.min() <= 51 and 59 <= ys.max() <= 63
+    assert not gate().process(frame("cam", 0, picture(100)))[0].meta
+
+
+def test_the_annotated_frame_tints_motion_and_labels_still_frames() -> None:
+    stage = gate(show=True)
+    stage.process(frame("cam", 0, picture(None)))
+    moved = picture(None)
+    moved[200:240, 500:540] = 250
+    (out,) = stage.process(frame("cam", 1, moved))
+    drawn = annotate(out)
+    assert drawn[220, 520].tolist() != moved[220, 520].tolist()
+    assert drawn[220, 520, 2] > drawn[220, 520, 0]  # redder than it was
+    assert drawn[50, 50].tolist() == moved[50, 50].tolist()  # untouched where nothing moved
+    (still,) = stage.process(frame("cam", 2, moved))
+    assert still.predicted and not still.meta[MASK_KEY].any()
+    labelled = annotate(still)
+    assert (labelled != moved).any() and (labelled[:300] == moved[:300]).all()
+    plain = gate()
+    plain.process(frame("cam", 0, picture(None)))
+    (unshown,) = plain.process(frame("cam", 1, moved))
+    assert (annotate(unshown) == moved).all()

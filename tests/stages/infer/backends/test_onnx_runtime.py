@@ -131,7 +131,7 @@ def test_refused_optional_provider_options_are_dropped_and_retried(
     caplog.set_level(logging.WARNING)
     chosen = backend(
         asset("models", "yolox_nano.onnx"),
-        providers=["migraphx"],
+        providers=["migraphx", "cpu"],  # the stand-in session runs on the CPU
         cache_dir="/tmp/vapipe-test-cache",
     )
     assert chosen.session is not None
