@@ -9,12 +9,19 @@ import threading
 
 from vapipe.pipeline.frame import Frame
 
+SCHEDULED = "detection_scheduled"
+"""``frame.meta`` key: the preprocess node already asked the schedule (and flagged the frame
+``predicted`` if it is not due), so that the infer node does not ask twice."""
+
 
 class DetectionSchedule:
-    """Whether each frame is one to detect on. Safe from the infer node's worker threads."""
+    """Whether each frame is one to detect on. Safe from the infer node's worker threads.
+    Asked once per frame: by the preprocess node before it (which then makes no tensor for a
+    skipped frame), else by the infer node."""
 
     def __init__(self, interval: int, interval_s: float | None) -> None:
         self.interval, self.interval_s = interval, interval_s
+        self.active = interval > 1 or interval_s is not None
         self.detected = 0
         self.skipped = 0
         self._offsets: dict[str, int] = {}

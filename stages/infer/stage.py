@@ -26,7 +26,7 @@ from vapipe.stages.infer.heads import (
     detect_family,
     layout_problem,
 )
-from vapipe.stages.infer.interval import DetectionSchedule
+from vapipe.stages.infer.interval import SCHEDULED, DetectionSchedule
 from vapipe.stages.infer.names import class_names
 from vapipe.stages.nms import NmsStage
 from vapipe.stages.preprocess.geometry import Color, Placement
@@ -228,12 +228,12 @@ class InferStage(BatchStage):
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
         # A frame a motion node flagged still is skipped (the tracker holds its tracks).
+        if self.schedule.active:
+            for frame in items:
+                asked = frame.meta.pop(SCHEDULED, False)  # by the preprocess node
+                if not frame.predicted and not asked:
+                    frame.predicted = not self.schedule.due(frame)
         waiting = [frame for frame in items if not frame.predicted]
-        if self.config.interval > 1 or self.config.interval_s is not None:
-            due = [frame for frame in waiting if self.schedule.due(frame)]
-            for frame in waiting:
-                frame.predicted = frame not in due
-            waiting = due
         if waiting:
             self._detect(waiting)
         return items

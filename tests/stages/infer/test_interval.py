@@ -55,3 +55,69 @@ def test_interval_and_interval_s_are_one_or_the_other() -> None:
     assert InferConfig(model="m.onnx", interval=2).interval == 2
     with pytest.raises(ValueError):
         InferConfig(model="m.onnx", interval=-1)
+
+
+def _pre_and_det(interval_s: float | None = None, interval: int = 0, **pre: object) -> tuple:
+    from tests.conftest import asset
+    from vapipe.pipeline.stage import StageContext
+    from vapipe.stages.infer.stage import InferStage
+    from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
+
+    config = InferConfig.model_validate({
+        "model": str(asset("models", "yolox_nano.onnx")), "interval": interval,
+        "interval_s": interval_s, "max_batch": 4,
+        "backend": {"type": "onnxruntime", "providers": "cpu"},
+    })  # fmt: skip
+    det = InferStage("det", config)
+    det.open(StageContext("det"))
+    stage = PreprocessStage("pre", PreprocessConfig.model_validate(pre))
+    stage.open(StageContext("pre", downstream=[det]))
+    return stage, det
+
+
+def picture_frame(source: str, seq: int) -> Frame:
+    image = np.full((90, 160, 3), 90, np.uint8)
+    return Frame(source, seq, seq / 25, 0.0, image, StreamInfo(source, "x", 160, 90, 25.0))
+
+
+@pytest.mark.parametrize(("interval", "interval_s"), [(3, None), (0, 0.1)])
+def test_frames_the_detector_skips_get_no_tensor_and_are_asked_once(
+    interval: int, interval_s: float | None
+) -> None:
+    _skips_without_tensors("numpy", interval, interval_s)
+
+
+@pytest.mark.opencl
+def test_opencl_preprocessing_skips_them_too_and_keeps_the_order() -> None:
+    _skips_without_tensors("opencl", 3, None)
+
+
+def _skips_without_tensors(backend: str, interval: int, interval_s: float | None) -> None:
+    pre, det = _pre_and_det(interval=interval, interval_s=interval_s, backend=backend)
+    assert pre.schedule is det.schedule
+    frames = [picture_frame(s, seq) for seq in range(9) for s in "ab"]
+    passed: list[Frame] = []
+    for start in range(0, len(frames), 4):
+        passed += pre.process_batch(frames[start : start + 4])
+    passed += pre.flush()
+    assert passed == frames
+    for start in range(0, len(passed), 4):
+        det.process_batch(passed[start : start + 4])
+    detected = [f for f in frames if not f.predicted]
+    # interval 3: frames 0, 3, 6 of one source and 2, 5, 8 of the other; interval_s 0.1 at
+    # 25 fps: every 3rd frame of each (0.12 s apart) as well.
+    assert len(detected) == 6 and {f.source_id for f in detected} == {"a", "b"}
+    assert all(f.tensor is not None and f.detections is not None for f in detected)
+    assert all(f.tensor is None and f.detections is None for f in frames if f.predicted)
+    assert (det.schedule.detected, det.schedule.skipped) == (6, 12)  # once per frame
+    assert not any(f.meta for f in frames)  # the mark is taken off by the infer node
+
+
+def test_without_an_interval_every_frame_gets_a_tensor_but_a_still_one() -> None:
+    pre, det = _pre_and_det()
+    assert pre.schedule is None
+    frames = [picture_frame("a", seq) for seq in range(4)]
+    frames[2].predicted = True  # as a motion node flags a still frame
+    det.process_batch(pre.process_batch(frames))
+    assert [f.tensor is not None for f in frames] == [True, True, False, True]
+    assert [f.detections is not None for f in frames] == [True, True, False, True]

@@ -155,7 +155,7 @@ def test_no_matching_device_falls_back_to_numpy(caplog: pytest.LogCaptureFixture
     )
     image = np.zeros((48, 64, 3), np.uint8)
     (frame_out,) = stage.process(
-        type("F", (), {"image": image, "tensor": None, "letterbox": None})()
+        type("F", (), {"image": image, "tensor": None, "letterbox": None, "predicted": False})()
     )
     assert frame_out.tensor.shape == (3, 64, 64)
 
