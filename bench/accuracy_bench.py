@@ -46,6 +46,15 @@ TRACK_GRID = {
 }
 INTERVALS = (2, 3, 4)
 """``infer.interval`` settings measured beside the defaults (1: every frame)."""
+MOTION_INTERVALS = (1, 2, 3)
+"""The motion node in front of the detector, alone (1) and with these intervals."""
+
+
+def summary_only(name: str) -> bool:
+    """Settings the report gives as totals only (the JSON has each clip)."""
+    return name.startswith("interval ") or "motion" in name
+
+
 LINE_GRID = {
     "min_crossing_frames": [1, 2, 3, 4],
     "min_crossing_px": [0, 4, 8, 12, 16],
@@ -84,7 +93,7 @@ def evaluate(clip: Clip, model: str, setting: dict, with_tracking: bool = True) 
     else:
         found = runners.vapipe(
             clip, dets, setting["track"], setting["analytics"], setting["conf"],
-            interval=setting.get("interval", 1),
+            interval=setting.get("interval", 1), motion=setting.get("motion", False),
         )  # fmt: skip
     if found is None:
         return {}
@@ -165,7 +174,7 @@ def markdown(report: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
     for row in report["results"]:
-        if row["setting"].startswith("interval "):  # the totals say it; the JSON has each
+        if summary_only(row["setting"]):  # the totals say it; the JSON has each
             continue
         tracking = row["result"].get("tracking", {})
         for direction, c in row["result"]["crossings"].items():
@@ -190,7 +199,7 @@ def markdown(report: dict) -> str:
                 f"{_describe(row['setting'])} |"
             )
     zones = [r for r in report["results"]
-             if "zones" in r["result"] and not r["setting"].startswith("interval ")]  # fmt: skip
+             if "zones" in r["result"] and not summary_only(r["setting"])]  # fmt: skip
     lines += ["", "| clip | model | setting | zone entries true / counted | dwell events "
               "true / counted |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for row in zones:
@@ -207,6 +216,11 @@ def _describe(setting: dict) -> str:
         return f"Ultralytics ByteTrack (bytetrack.yaml) + ObjectCounter, NMS >= {setting['conf']}"
     if setting.get("linezone"):
         return "vapipe's tracks (defaults) counted by supervision's LineZone (its defaults)"
+    if setting.get("motion"):
+        every = setting.get("interval", 1)
+        return "the defaults behind the motion node (its defaults)" + (
+            f", detecting on one frame in {every}" if every > 1 else ""
+        )
     if setting.get("interval"):
         return f"the defaults, detecting on one frame in {setting['interval']} (infer.interval)"
     keys = {**setting["track"], **setting["analytics"], "nms conf": setting["conf"]}
@@ -217,6 +231,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tune", action="store_true", help="search the settings first")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "accuracy")
+    parser.add_argument(
+        "--only",
+        help="comma-separated settings to measure again, merged into the report at --out "
+        "(e.g. 'motion,interval 3 + motion')",
+    )
     args = parser.parse_args()
     clips = [traffic(), people(), *generated()]
     for clip in clips:
@@ -230,6 +249,14 @@ def main() -> None:
     settings["linezone"] = {**settings["defaults"], "linezone": True}
     for every in INTERVALS:  # infer.interval: the detector on one frame in N
         settings[f"interval {every}"] = {**settings["defaults"], "interval": every}
+    for every in MOTION_INTERVALS:
+        name = "motion" if every == 1 else f"interval {every} + motion"
+        settings[name] = {**settings["defaults"], "interval": every, "motion": True}
+    if args.only:
+        chosen = args.only.split(",")
+        settings = {name: settings[name] for name in chosen}
+        report = json.loads(args.out.with_suffix(".json").read_text())
+        report["results"] = [r for r in report["results"] if r["setting"] not in chosen]
     if args.tune:
         best, ranked = tune([c for c in clips if c.split == "tuning"])
         settings["tuned"] = best

@@ -12,7 +12,7 @@ ONNX Runtime's CPU provider, track, a line and a zone, JSON events), all sources
 detector. Each run is ``run-pipeline`` stopped with SIGINT after ``--seconds``; its ``--stats``
 give the frames decoded and dropped per link and the events sink's latency per source.
 Settings: ``full`` (every frame), ``interval2``, ``interval3``, ``motion`` (a motion node
-before preprocessing), ``interval3_motion``. A benchmark, never a test.
+before preprocessing), ``interval2_motion``, ``interval3_motion``. A benchmark, never a test.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "interval2": {"interval": 2},
     "interval3": {"interval": 3},
     "motion": {"motion": True},
+    "interval2_motion": {"interval": 2, "motion": True},
     "interval3_motion": {"interval": 3, "motion": True},
 }
 DROP_LIMIT = 0.01

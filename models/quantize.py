@@ -7,20 +7,18 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from vapipe.models.calibration import Sample, compare, open_model, take_frames
+from vapipe.models.sensitivity import CalibrationFrames, first_steps, noisiest_nodes
 from vapipe.pipeline import assets
 from vapipe.pipeline.urls import mask_credentials
 
 log = logging.getLogger(__name__)
 
 Precision = Literal["int8", "fp16"]
-KeepFloat = Literal["none", "tail", "head"]
+KeepFloat = Literal["none", "tail", "head", "sensitive"]
 Method = Literal["percentile", "minmax", "entropy"]
 META_PREFIX = "vapipe_"
 CONV_OPS = {"Conv", "ConvTranspose"}
@@ -62,25 +60,6 @@ def tail_nodes(graph: Any, with_last_convs: bool) -> list[str]:
     return [n.name for n in tail if n.name]
 
 
-class _Reader:
-    """onnxruntime's CalibrationDataReader protocol over the sample's tensors."""
-
-    def __init__(self, input_name: str, tensors: list[np.ndarray]) -> None:
-        self.input_name, self.tensors = input_name, tensors
-        self._iterator: Iterator[dict[str, np.ndarray]] = iter(())
-        self.rewind()
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        return next(self._iterator, None)
-
-    def rewind(self) -> None:
-        self._iterator = ({self.input_name: t[None]} for t in self.tensors)
-
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        self.rewind()
-        return self._iterator
-
-
 def _named_nodes(model: Any) -> Any:
     """The model with every node named (the exclusion list and the quantiser go by names)."""
     for index, node in enumerate(model.graph.node):
@@ -104,43 +83,84 @@ def at_least_opset(model: Any, version: int) -> Any:
 
 
 def to_int8(
-    source: Path, target: Path, sample: Sample, keep_float: KeepFloat, method: Method
+    source: Path,
+    target: Path,
+    sample: Sample,
+    keep_float: KeepFloat,
+    method: Method,
+    agreement: float = 0.95,
 ) -> list[str]:
     """Static QDQ INT8: weights per channel (int8), activations uint8 with ranges from the
-    calibration tensors (``method``). Returns the nodes kept in float."""
+    calibration tensors (``method``). Returns the nodes kept in float. ``sensitive`` keeps
+    the head's decode in float, then the noisiest nodes by measured SQNR (:mod:`sensitivity`),
+    more at each try, until the copy finds ``agreement`` of the float model's detections on
+    the held-out frames (or the last try)."""
     import onnx
+
+    with tempfile.TemporaryDirectory() as work:
+        prepared = Path(work) / "prepared.onnx"
+        _prepare(source, prepared)
+        model = onnx.load(str(prepared))
+        weights = {init.name for init in model.graph.initializer}
+        input_name = next(i.name for i in model.graph.input if i.name not in weights)
+        if keep_float != "sensitive":
+            excluded = [] if keep_float == "none" else tail_nodes(model.graph, keep_float == "head")
+            _quantize_static(prepared, target, input_name, sample, method, excluded)
+            return excluded
+        base = tail_nodes(model.graph, False)
+        _quantize_static(prepared, target, input_name, sample, method, base)
+        ranked = noisiest_nodes(prepared, target, input_name, sample.calibration)
+        log.info("noisiest nodes in INT8 (SQNR dB): %s", ranked[:8])
+        for extra in first_steps(ranked):
+            if extra:
+                _quantize_static(prepared, target, input_name, sample, method, base + extra)
+            matched = compare(str(source), str(target), sample.held_out, False)["matched"]
+            log.info("%d noisiest nodes kept in float: %.3f matched", len(extra), matched)
+            if matched is not None and matched >= agreement:
+                break
+        return base + extra
+
+
+def _prepare(source: Path, prepared: Path) -> None:
+    """onnxruntime's pre-processing (shapes, fusions), per-channel opset, named nodes."""
+    import onnx
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+    model = _named_nodes(at_least_opset(onnx.load(str(prepared)), PER_CHANNEL_OPSET))
+    onnx.save(model, str(prepared))
+
+
+def _quantize_static(
+    prepared: Path,
+    target: Path,
+    input_name: str,
+    sample: Sample,
+    method: Method,
+    excluded: list[str],
+) -> None:
     from onnxruntime.quantization import (
         CalibrationMethod,
         QuantFormat,
         QuantType,
         quantize_static,
     )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    with tempfile.TemporaryDirectory() as work:
-        prepared = Path(work) / "prepared.onnx"
-        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
-        model = _named_nodes(at_least_opset(onnx.load(str(prepared)), PER_CHANNEL_OPSET))
-        onnx.save(model, str(prepared))
-        excluded = [] if keep_float == "none" else tail_nodes(model.graph, keep_float == "head")
-        weights = {init.name for init in model.graph.initializer}
-        input_name = next(i.name for i in model.graph.input if i.name not in weights)
-        quantize_static(
-            str(prepared),
-            str(target),
-            _Reader(input_name, sample.calibration),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            calibrate_method={
-                "percentile": CalibrationMethod.Percentile,
-                "minmax": CalibrationMethod.MinMax,
-                "entropy": CalibrationMethod.Entropy,
-            }[method],
-            nodes_to_exclude=excluded,
-        )
-    return excluded
+    quantize_static(
+        str(prepared),
+        str(target),
+        CalibrationFrames(input_name, sample.calibration),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        calibrate_method={
+            "percentile": CalibrationMethod.Percentile,
+            "minmax": CalibrationMethod.MinMax,
+            "entropy": CalibrationMethod.Entropy,
+        }[method],
+        nodes_to_exclude=excluded,
+    )
 
 
 def to_fp16(source: Path, target: Path) -> None:
@@ -172,7 +192,7 @@ def write_calibration_table(source: Path, sample: Sample, folder: Path) -> None:
             augmented_model_path=str(Path(work) / "augmented.onnx"),
             calibrate_method=CalibrationMethod.MinMax,
         )
-        calibrator.collect_data(_Reader(input_name, sample.calibration))
+        calibrator.collect_data(CalibrationFrames(input_name, sample.calibration))
         write_table(calibrator.compute_data(), dir=str(folder))
 
 
@@ -202,6 +222,7 @@ def quantize(
     method: Method = "minmax",
     table: Path | None = None,
     measure_speed: bool = True,
+    agreement: float = 0.95,
 ) -> tuple[Path, dict[str, Any]]:
     """Write the quantised model; return its path and what was recorded in it."""
     import onnxruntime
@@ -231,7 +252,7 @@ def quantize(
         },
     }
     if to == "int8":
-        excluded = to_int8(source, target, sample, keep_float, method)
+        excluded = to_int8(source, target, sample, keep_float, method, agreement)
         facts["int8"] = {
             "format": f"QDQ, weights int8 per channel, activations uint8 ({method} ranges)",
             "kept_float": keep_float,

@@ -3,10 +3,13 @@ code the pipeline runs), and Ultralytics' ByteTrack with its ObjectCounter's lin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import av
 import numpy as np
 import shapely
 
@@ -18,6 +21,7 @@ from vapipe.stages.analytics.geometry import compile_geometry
 from vapipe.stages.analytics.stage import AnalyticsStage
 from vapipe.stages.detections import Detections
 from vapipe.stages.infer.names import COCO_NAMES
+from vapipe.stages.motion.stage import MotionConfig, MotionStage
 from vapipe.stages.track.stage import TrackStage
 
 BEFORE = {
@@ -29,6 +33,22 @@ BEFORE = {
 """vapipe before this benchmark: its tracker defaults and the plain side-change line rule."""
 
 
+@functools.cache
+def still_frames(path: Path, fps: float) -> tuple[bool, ...]:
+    """The frames of a clip that the motion node (its defaults) lets the detector skip,
+    from the clip's own pictures."""
+    gate = MotionStage("motion", MotionConfig())
+    gate.open(None)  # type: ignore[arg-type]
+    flags = []
+    with av.open(str(path)) as container:
+        for seq, picture in enumerate(container.decode(video=0)):
+            image = picture.to_ndarray(format="bgr24")
+            info = StreamInfo("clip", str(path), image.shape[1], image.shape[0], fps)
+            (frame,) = gate.process(Frame("clip", seq, seq / fps, 0.0, image, info))
+            flags.append(frame.predicted)
+    return tuple(flags)
+
+
 def _tracked(
     clip: Clip,
     dets: list[Detections],
@@ -36,18 +56,24 @@ def _tracked(
     conf: float,
     stage: type[TrackStage],
     interval: int = 1,
+    motion: bool = False,
 ) -> Iterator[Frame]:
     """Each frame after the track stage (the detections kept at ``conf`` and up). With
     ``interval`` N, the detector's boxes reach the tracker on one frame in N only, as with
-    ``infer.interval``: the others are predicted frames."""
+    ``infer.interval``: the others are predicted frames. With ``motion``, so do the frames
+    where the motion node saw nothing move (flagged still, as it flags them)."""
     tracker = stage("track", stage.Config.model_validate(track))
     tracker.open(None)  # type: ignore[arg-type]
     width, height = clip.size
     info = StreamInfo(clip.name, str(clip.path), width, height, clip.fps)
     image = np.zeros((height, width, 3), np.uint8)
+    still = still_frames(clip.path, clip.fps) if motion else ()
     for seq, found in enumerate(dets):
         frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
-        if seq % interval:
+        if seq < len(still) and still[seq]:
+            frame.predicted = True
+            frame.meta["still"] = True
+        elif seq % interval:
             frame.predicted = True
         else:
             frame.detections = found[found.score >= conf]
@@ -67,6 +93,7 @@ def vapipe(
     conf: float,
     stage: type[TrackStage] = TrackStage,
     interval: int = 1,
+    motion: bool = False,
 ) -> tuple[list[dict], list[list[Box]]]:
     """Events and per-frame tracks of the pipeline's own track and analytics stages (or of
     another track stage: a plugin's subclass of TrackStage, with its own config keys). Stages
@@ -77,7 +104,7 @@ def vapipe(
     counter.open(None)  # type: ignore[arg-type]
     events: list[dict] = []
     tracks: list[list[Box]] = []
-    for frame in _tracked(clip, dets, track, conf, stage, interval):
+    for frame in _tracked(clip, dets, track, conf, stage, interval, motion):
         (frame,) = counter.process(frame)
         events.extend({**e, "seq": frame.seq} for e in frame.events)
         tracks.append(_boxes(frame.detections))

@@ -61,10 +61,17 @@ def add_quantize_parser(commands: Any) -> None:
     quantize.add_argument("--to", choices=["int8", "fp16"], default="int8")
     quantize.add_argument("-o", "--output", type=Path, help="default: MODEL_int8.onnx here")
     quantize.add_argument(
-        "--keep-float", choices=["tail", "head", "none"], default="tail",
+        "--keep-float", choices=["tail", "head", "none", "sensitive"], default="tail",
         help="INT8: keep in float the head's decode after its last convolutions (tail, the "
-        "default), those convolutions too (head), or nothing (none: YOLOv8n then lost every "
-        "detection; bench/results/quantize.md)",
+        "default), those convolutions too (head), nothing (none: YOLOv8n then lost every "
+        "detection; bench/results/quantize.md), or the decode and then the nodes whose "
+        "outputs INT8 rounds worst, measured, more at each try until --agreement is met "
+        "(sensitive)",
+    )  # fmt: skip
+    quantize.add_argument(
+        "--agreement", type=float, default=0.95, metavar="SHARE",
+        help="INT8 with --keep-float sensitive: the share of the float model's detections "
+        "(same class, IoU >= 0.5, held-out frames) to keep (default 0.95)",
     )  # fmt: skip
     quantize.add_argument(
         "--method", choices=["minmax", "percentile", "entropy"], default="minmax",
@@ -97,6 +104,7 @@ def run_quantize(args: Any) -> int:
             every=args.every,
             keep_float=args.keep_float,
             method=args.method,
+            agreement=args.agreement,
             table=args.calibration_table,
         )
     except PipelineError as exc:
