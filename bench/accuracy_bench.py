@@ -46,7 +46,7 @@ TRACK_GRID = {
 }
 INTERVALS = (2, 3, 4)
 """``infer.interval`` settings measured beside the defaults (1: every frame)."""
-MOTION_INTERVALS = (1, 2, 3)
+MOTION_INTERVALS = (1, 2, 3, 4)
 """The motion node in front of the detector, alone (1) and with these intervals."""
 
 

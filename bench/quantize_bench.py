@@ -30,6 +30,7 @@ from vapipe.pipeline import assets
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 VARIANTS = [  # precision, what stays float, how activation ranges are set
+    ("int8", "sensitive", "minmax"),
     ("int8", "head", "percentile"),
     ("int8", "head", "minmax"),
     ("int8", "tail", "minmax"),
@@ -55,7 +56,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--models", nargs="+", default=["yolox-nano", "yolov8n"])
+    parser.add_argument(
+        "--variants", nargs="+", metavar="TO/KEEP/RANGES",
+        help="only these (e.g. int8/sensitive/minmax), their rows merged into the last report",
+    )  # fmt: skip
     args = parser.parse_args()
+    variants = [v for v in VARIANTS if not args.variants or "/".join(v) in args.variants]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -64,7 +70,7 @@ def main() -> None:
             float_model = assets.resolve_model(model)
             unseen = unseen_frames(float_model)
             copies = {}
-            for to, keep, method in VARIANTS:
+            for to, keep, method in variants:
                 target = work / f"{model}_{to}_{keep}_{method}.onnx"
                 _, facts = quantize(
                     model, "sample:people", to=to, output=target, frames=args.frames,
@@ -89,6 +95,7 @@ def main() -> None:
                     "size_mb": round(target.stat().st_size / 2**20, 2),
                     "matched_people_held_out": facts["agreement"]["matched"],
                     "mean_score_change": facts["agreement"]["mean_score_change"],
+                    "nodes_kept_float": facts["int8"]["nodes_kept_float"] if to == "int8" else 0,
                     **{f"matched_{clip}": agreed[clip]["matched"] for clip in OTHER_CLIPS},
                     "model_fps": facts["agreement"]["fps"],
                     "model_float_fps": facts["agreement"]["float_fps"],
@@ -99,9 +106,16 @@ def main() -> None:
                     "runs_float_fps": [round(v, 2) for v in speeds["float"]],
                 })  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
+    if args.variants:  # the other rows as last measured
+        measured = {(r["model"], r["precision"], r["kept_float"], r["ranges"]) for r in rows}
+        earlier = json.loads((RESULTS / "quantize.json").read_text())["rows"]
+        rows = [r for r in earlier
+                if (r["model"], r["precision"], r["kept_float"], r["ranges"]) not in measured
+                ] + rows  # fmt: skip
     result = {
         "benchmark": "models quantize: float against INT8 and FP16 copies",
-        "command": f"python bench/quantize_bench.py --runs {args.runs} --frames {args.frames}",
+        "command": f"python bench/quantize_bench.py --runs {args.runs} --frames {args.frames}"
+        + (f" --variants {' '.join(args.variants)}" if args.variants else ""),
         "calibration": f"sample:people, {args.frames} frames, every 5th held out",
         "cpus": os.cpu_count(),
         "cpu": platform.processor() or platform.machine(),
@@ -126,6 +140,12 @@ def unseen_frames(float_model: Path) -> dict[str, list[Any]]:
         infer.close()
 
 
+def kept(row: dict[str, Any]) -> str:
+    if row["kept_float"] == "sensitive":
+        return f"sensitive ({row.get('nodes_kept_float', '?')} nodes)"
+    return str(row["kept_float"])
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# models quantize: float against INT8 and FP16",
@@ -141,7 +161,7 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for r in result["rows"]:
         lines.append(
-            f"| {r['model']} | {r['precision']} | {r['kept_float']} | {r['ranges']} "
+            f"| {r['model']} | {r['precision']} | {kept(r)} | {r['ranges']} "
             f"| {r['size_mb']} "
             f"| {r['matched_people_held_out']} | {r['matched_traffic']} | {r['matched_horses']} "
             f"| {r['mean_score_change']} | {r['model_fps']} ({r['model_float_fps']}) "
