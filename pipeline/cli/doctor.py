@@ -68,7 +68,7 @@ def _onnxruntime(out: Callable[[str], None]) -> None:
         out(f"  not importable: {exc}")
         return
     available = ort.get_available_providers()
-    found = openvino.devices() if openvino.PROVIDER in available else []
+    found = openvino.devices()
     names, _, _ = eps.choose("auto", available, {}, openvino_devices=found)
     out(f"  version {ort.__version__}, device {ort.get_device()}")
     out(f"  providers available: {', '.join(available)}")

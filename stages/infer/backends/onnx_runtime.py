@@ -138,7 +138,7 @@ class OnnxBackend:
     ) -> tuple[list[str], list[dict[str, Any]]]:
         """The providers to try, in order, with their options; unavailable ones are logged."""
         available = self._ort.get_available_providers()
-        found = openvino.devices() if openvino.PROVIDER in available else []
+        found = openvino.devices()
         names, options, skipped = eps.choose(
             config.providers,
             available,

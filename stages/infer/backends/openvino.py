@@ -5,8 +5,8 @@
 onnxruntime's own CPU provider ran the pipeline faster (configs/file.toml on a 2-core AMD EPYC,
 median of 3: YOLOX-Nano 60.6 against 48.5 frames/s, YOLOv8n 16.8 against 15.7; the model
 alone, batch 1 on both cores, 1.01x and 1.21x for OpenVINO: bench/results/openvino.md), so a
-CPU-only machine gets the CPU provider even with this build
-installed; ``providers = ["openvino"]`` still runs it there.
+CPU-only machine gets the CPU provider even with this build installed; ``providers =
+["openvino"]`` still runs it there.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def intel_gpus(drm: Path = Path("/sys/class/drm")) -> list[str]:
 
 def devices() -> list[str]:
     """The devices the installed build's OpenVINO sees (``CPU``, ``GPU.0``, ``NPU``); empty
-    without the OpenVINO build."""
+    without the OpenVINO build (the plain build's module lacks the query), so callers need
+    not check the provider list first."""
     try:
         from onnxruntime.capi import _pybind_state
     except ImportError:
@@ -117,9 +118,8 @@ def default_options(
 ) -> dict[str, Any]:
     """Options for OpenVINO: its best device, one stream per call in flight (with one stream,
     concurrent calls wait for each other: 37-47 frames/s against 53 with two, workers = 2, on
-    configs/file.toml),
-    and on the CPU device the stage's threads per call (OpenVINO counts them for all streams
-    together: one thread for two streams ran at 42 frames/s against 53)."""
+    configs/file.toml), and on the CPU device the stage's threads per call (OpenVINO counts
+    them for all streams together: one thread for two streams ran at 42 frames/s against 53)."""
     device = default_device(found)
     # OpenVINO's CPU device refuses FP16 ("CPU only supports FP32, ACCURACY"), and onnxruntime
     # then quietly runs the CPU provider instead: fp16 applies to GPUs and NPUs.
