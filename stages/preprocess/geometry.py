@@ -50,3 +50,14 @@ def letterbox_for(
     # A picture 1000 times wider than high still keeps one row (10000x10 into 416x416).
     resized_w, resized_h = max(1, resized_w), max(1, resized_h)
     return Letterbox(scale, pad_x, pad_y, resized_w, resized_h, frame_w, frame_h)
+
+
+def rect_size(
+    frame_w: int, frame_h: int, input_w: int, input_h: int, placement: Placement, stride: int
+) -> tuple[int, int]:
+    """The smallest input, in multiples of ``stride`` and within ``input_w`` x ``input_h``,
+    that holds the frame at the scale the full input would give it (rectangular inference)."""
+    box = letterbox_for(frame_w, frame_h, input_w, input_h, placement)
+    width = min(input_w, -(-box.resized_w // stride) * stride)
+    height = min(input_h, -(-box.resized_h // stride) * stride)
+    return width, height

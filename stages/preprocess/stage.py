@@ -21,8 +21,8 @@ from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
 from vapipe.stages.infer.interval import SCHEDULED
-from vapipe.stages.infer.stage import InferStage, ModelInput
-from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
+from vapipe.stages.infer.stage import RECT_STRIDE, InferStage, ModelInput
+from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for, rect_size
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class PreprocessStage(BatchStage):
         self.color = model.color if cfg.color == "auto" else cfg.color
         self.scale = cfg.scale if cfg.scale is not None else model.scale
         self.dtype = np.dtype(model.dtype)
+        self.rect = model.rect
         self.pad_value = cfg.pad_value
         self.mean = np.asarray(cfg.mean, np.float32).reshape(3, 1, 1) if cfg.mean else None
         self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
@@ -109,6 +110,8 @@ class PreprocessStage(BatchStage):
         self.device_name = "numpy"
         if cfg.backend == "opencl":
             self._open_opencl()
+        if self.rect and self.opencl is not None:
+            log.warning("%s: OpenCL makes square inputs; rect applies to numpy", self.name)
         log.debug(
             "%s: %dx%d %s %s scale %g on %s",
             self.name,
@@ -216,8 +219,11 @@ class PreprocessStage(BatchStage):
     def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """The CHW tensor for one BGR image, and where the image went in it."""
         frame_h, frame_w = image.shape[:2]
-        box = letterbox_for(frame_w, frame_h, self.width, self.height, self.placement)
-        canvas = np.full((self.height, self.width, 3), self.pad_value, np.uint8)
+        width, height = self.width, self.height
+        if self.rect:
+            width, height = rect_size(frame_w, frame_h, width, height, self.placement, RECT_STRIDE)
+        box = letterbox_for(frame_w, frame_h, width, height, self.placement)
+        canvas = np.full((height, width, 3), self.pad_value, np.uint8)
         resized = image
         if (box.resized_w, box.resized_h) != (frame_w, frame_h):
             resized = cv2.resize(

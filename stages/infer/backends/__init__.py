@@ -80,9 +80,11 @@ def load_backend(
     max_batch: int,
     head: HeadChoice | None = None,
     workers: int = 1,
+    rect: bool = False,
 ) -> Backend:
     """The backend that ``config.type`` names, with ``path`` loaded and verified. ``head``
-    chooses the YOLO head to decode inside the model on onnxruntime (see OnnxBackend)."""
+    chooses the YOLO head to decode inside the model on onnxruntime (see OnnxBackend);
+    ``rect`` asks onnxruntime for a model that takes other input sizes."""
     if config.type == "auto":
         from vapipe.stages.infer.backends.choice import resolve
 
@@ -95,5 +97,5 @@ def load_backend(
     from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 
     return OnnxBackend(
-        path, name=name, config=config, max_batch=max_batch, head=head, workers=workers
+        path, name=name, config=config, max_batch=max_batch, head=head, workers=workers, rect=rect
     )

@@ -4,17 +4,26 @@ The rewrite: the first dimension of the graph's input and outputs becomes symbol
 Reshape on the data path whose constant target shape starts with the batch of 1 gets 0 there
 (ONNX: copy that dimension from the input). Reshapes of weights or quantisation scales are
 left alone. The result is then checked once against the original on random input.
+
+With ``spatial``, the input's height and width become symbolic too (for ``infer.rect``): a
+graph that computes its shapes (YOLOX exports, Ultralytics ones made with ``dynamic=True``)
+then runs on any multiple of the stride; one with the anchor count fixed in constants fails
+:func:`spatial_problem`, which is asked before such a model is used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     from onnx import GraphProto
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,7 +34,7 @@ class Rewrite:
     reshapes: int = 0
 
 
-def make_batch_dynamic(path: str) -> Rewrite:
+def make_batch_dynamic(path: str, spatial: bool = False) -> Rewrite:
     import onnx
     from onnx import numpy_helper
 
@@ -36,13 +45,26 @@ def make_batch_dynamic(path: str) -> Rewrite:
     if len(inputs) != 1:
         return Rewrite(None, f"{len(inputs)} graph inputs (expected 1)")
     dims = inputs[0].type.tensor_type.shape.dim
-    if not dims or dims[0].dim_value != 1:
+    fixed_batch = bool(dims) and dims[0].dim_value == 1
+    if spatial and len(dims) != 4:
+        return Rewrite(None, f"the input has {len(dims)} dimensions, not batch, C, H, W")
+    if not fixed_batch and not spatial:
         return Rewrite(None, "the input's first dimension is not a fixed 1")
+    if spatial:
+        for dim, name in zip(dims[2:], ("height", "width"), strict=True):
+            dim.ClearField("dim_value")
+            dim.dim_param = name
+        for output in graph.output:  # anchor counts follow the input size
+            for index, dim in enumerate(output.type.tensor_type.shape.dim[1:], 1):
+                dim.ClearField("dim_value")
+                dim.dim_param = f"{output.name}_{index}"
+    del graph.value_info[:]  # stale fixed shapes; onnxruntime infers them again
+    if not fixed_batch:
+        return Rewrite(model.SerializeToString(), "ok")
 
     for value in (*inputs, *graph.output):
         value.type.tensor_type.shape.dim[0].ClearField("dim_value")
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
-    del graph.value_info[:]  # stale fixed shapes; onnxruntime infers them again
 
     data_path = _reachable_from(graph, inputs[0].name)
     initializers = {init.name: init for init in graph.initializer}
@@ -106,3 +128,71 @@ def outputs_agree(
             scale = float(np.abs(expected).max()) or 1.0
             worst = max(worst, float(np.abs(got[index] - expected[0]).max()) / scale)
     return worst <= 1e-4, worst
+
+
+def spatial_problem(
+    session: Any, input_name: str, shape: tuple[int, ...], dtype: np.dtype, stride: int = 32
+) -> str | None:
+    """Why ``session`` cannot run a wide input (the square's height halved, a multiple of
+    ``stride``), or None when it can and its output changes size with the input."""
+    height = max(stride, shape[2] // 2 // stride * stride)
+    square = np.zeros((1, *shape[1:]), dtype)
+    wide = np.zeros((1, shape[1], height, shape[3]), dtype)
+    try:
+        whole = session.run(None, {input_name: square})[0]
+        half = session.run(None, {input_name: wide})[0]
+    except Exception as exc:  # onnxruntime raises its own error types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"its graph fixes the input size ({first[:160]})"
+    if half.size >= whole.size:
+        return "its output does not shrink with the input (anchors fixed in the graph)"
+    return None
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The model a backend runs after :func:`dynamic_model`, with what it became."""
+
+    model: str | bytes
+    cpu_session: Any
+    batch_mode: str
+    """``fixed``, ``frame-by-frame`` or ``dynamic (rewritten)``."""
+    rect_problem: str | None = None
+    """Why the model cannot take other input sizes, when they were asked for."""
+
+
+def dynamic_model(
+    path: str,
+    original: Any,
+    cpu_session: Callable[[str | bytes], Any],
+    name: str,
+    spatial: bool = False,
+) -> Chosen:
+    """The batch-dynamic (and with ``spatial``, size-dynamic) rewrite of ``path`` when it
+    provably gives the same outputs, else ``path``; each with its CPU session."""
+    first = original.get_inputs()[0]
+    fixed_batch = first.shape[0] == 1
+    rewrite = make_batch_dynamic(path, spatial=spatial)
+    if rewrite.model is None:
+        log.info("%s: model has a fixed batch of 1 (%s): running frame by frame", name,
+                 rewrite.reason)  # fmt: skip
+        return Chosen(path, original, "fixed", rewrite.reason if spatial else None)
+    candidate = cpu_session(rewrite.model)
+    dtype = np.dtype(np.float16 if first.type == "tensor(float16)" else np.float32)
+    shape = tuple(first.shape)
+    agree, worst = outputs_agree(original, candidate, first.name, shape, dtype)
+    if not agree:
+        log.info("%s: batch-dynamic rewrite changes outputs (relative difference %.2g): "
+                 "running frame by frame", name, worst)  # fmt: skip
+        return Chosen(path, original, "frame-by-frame", "the rewrite changes its outputs")
+    problem = spatial_problem(candidate, first.name, shape, dtype) if spatial else None
+    if problem and fixed_batch:
+        return replace(dynamic_model(path, original, cpu_session, name), rect_problem=problem)
+    if problem:
+        return Chosen(path, original, "dynamic", problem)
+    if fixed_batch:
+        log.info("%s: made the batch dimension dynamic (%d Reshape constants rewritten); "
+                 "verified against batch-1 outputs", name, rewrite.reshapes)  # fmt: skip
+    if spatial:
+        log.info("%s: the model takes any input size (rect)", name)
+    return Chosen(rewrite.model, candidate, "dynamic (rewritten)" if fixed_batch else "dynamic")

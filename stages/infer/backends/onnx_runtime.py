@@ -23,7 +23,7 @@ from vapipe.stages.infer.backends import (
     relative_error,
 )
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic, outputs_agree
+from vapipe.stages.infer.backends.batch_dynamic import dynamic_model
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.graph_decode import CANDIDATES, HeadLayout, append_decode, unsupported
 
@@ -56,10 +56,12 @@ class OnnxBackend:
         max_batch: int,
         head: HeadChoice | None = None,
         workers: int = 1,
+        rect: bool = False,
     ) -> None:
         """``workers``: calls in flight at once. ``head`` says, from the model's shapes and
         whether an accelerator was requested, which YOLO head to decode inside the model
-        (:mod:`graph_decode`); None: on the host."""
+        (:mod:`graph_decode`); None: on the host. ``rect``: let the model take other input
+        sizes than its own (``rect_problem`` says why it cannot)."""
         import onnxruntime as ort
 
         self._ort = ort
@@ -80,12 +82,18 @@ class OnnxBackend:
         # The model to run, and a CPU session of it (reused when the CPU is all there is).
         model: str | bytes = path
         on_cpu = probe
-        if fixed_batch == 1 and max_batch > 1:
-            model, on_cpu = self._dynamic_model(path, probe)
+        self.rect_problem: str | None = None
+        if (fixed_batch == 1 and max_batch > 1) or rect:
+            chosen = dynamic_model(path, probe, self._cpu_session, name, spatial=rect)
+            model, on_cpu, self.batch_mode = chosen.model, chosen.cpu_session, chosen.batch_mode
+            self.rect_problem = chosen.rect_problem
         elif fixed_batch is None:
             self.batch_mode = "dynamic"
         on_cpu_only = names == [eps.CPU]
         self.info = model_info(on_cpu)
+        # The model's own size stays its default (a rect model's is symbolic now).
+        self.info.input_shape[1:] = list(model_info(probe).input_shape[1:])
+        self.info.output_shape[1:] = list(model_info(probe).output_shape[1:])
         self._raw_output = on_cpu.get_outputs()[0].name
         self.head: HeadLayout | None = None
         self.head_problem: str | None = None
@@ -281,43 +289,8 @@ class OnnxBackend:
             shown = model if isinstance(model, str) else "the batch-dynamic model"
             raise PipelineError(f"cannot load model {shown}: {exc}") from exc
 
-    def _dynamic_model(self, path: str, original: Any) -> tuple[str | bytes, Any]:
-        """The batch-dynamic rewrite when it provably gives the same outputs, else ``path``;
-        each with its CPU session."""
-        rewrite = make_batch_dynamic(path)
-        if rewrite.model is None:
-            log.info(
-                "%s: model has a fixed batch of 1 (%s): running frame by frame",
-                self.name,
-                rewrite.reason,
-            )
-            return path, original
-        candidate = self._session(rewrite.model, [eps.CPU], [{}])
-        first = original.get_inputs()[0]
-        agree, worst = outputs_agree(
-            original,
-            candidate,
-            first.name,
-            tuple(first.shape),
-            np.dtype(DTYPES.get(first.type, np.float32)),
-        )
-        if not agree:
-            log.info(
-                "%s: batch-dynamic rewrite changes outputs (relative difference %.2g): "
-                "running frame by frame",
-                self.name,
-                worst,
-            )
-            self.batch_mode = "frame-by-frame"
-            return path, original
-        log.info(
-            "%s: made the batch dimension dynamic (%d Reshape constants rewritten); "
-            "verified against batch-1 outputs",
-            self.name,
-            rewrite.reshapes,
-        )
-        self.batch_mode = "dynamic (rewritten)"
-        return rewrite.model, candidate
+    def _cpu_session(self, model: str | bytes) -> Any:
+        return self._session(model, [eps.CPU], [{}])
 
     def _placement(self, session: Any) -> tuple[dict[str, int], dict[str, int]]:
         """Kernels per provider, and the CPU's by op type, from one profiled warm-up run:

@@ -86,7 +86,7 @@ def test_backend_tables(det: str, expected: object) -> None:
             (),
             "p.toml:10: node 'det' key 'providers': unknown key; valid keys: model, family, "
             "names_file, backend, max_batch, batch_timeout_ms, workers, interval, interval_s, "
-            "input_size, decode_on_device ('providers' belongs in the 'backend' table)",
+            "input_size, rect, decode_on_device ('providers' belongs in the 'backend' table)",
             id="backend-key-on-the-node",
         ),
         pytest.param(
