@@ -48,11 +48,24 @@ INTERVALS = (2, 3, 4)
 """``infer.interval`` settings measured beside the defaults (1: every frame)."""
 MOTION_INTERVALS = (1, 2, 3, 4)
 """The motion node in front of the detector, alone (1) and with these intervals."""
+RECT_INTERVALS = (1, 3, 4)
+"""``infer.rect`` (inputs padded to 32, not to the square), alone (1) and with intervals."""
+CAMERA_FPS = 15
+"""The cameras benchmark's frame rate: its ``interval`` N detects every N/15 s, so its counts
+are these clips' at ``interval_s`` = N/15 (on 24 fps clips, interval N detects more often)."""
+CAMERA_INTERVALS = (2, 3, 4)
+RECT_MODELS = ("yolox-nano",)
+"""The sample models that take rect inputs (YOLOv8n's export fixes its anchor count)."""
+
+
+def camera_seconds(interval: int) -> float:
+    """``interval`` at the cameras benchmark's frame rate, in seconds (2 decimals)."""
+    return round(interval / CAMERA_FPS, 2)
 
 
 def summary_only(name: str) -> bool:
     """Settings the report gives as totals only (the JSON has each clip)."""
-    return name.startswith("interval ") or "motion" in name
+    return name.startswith(("interval ", "every ")) or "motion" in name or "rect" in name
 
 
 LINE_GRID = {
@@ -85,7 +98,9 @@ def settings_of(name: str) -> dict:
 
 
 def evaluate(clip: Clip, model: str, setting: dict, with_tracking: bool = True) -> dict:
-    dets = clip.detections(model)
+    if setting.get("rect") and model not in RECT_MODELS:
+        return {}
+    dets = clip.detections(model + ("+rect" if setting.get("rect") else ""))
     if setting.get("ultralytics"):
         found = runners.ultralytics(clip, dets, setting["conf"])
     elif setting.get("linezone"):
@@ -94,6 +109,7 @@ def evaluate(clip: Clip, model: str, setting: dict, with_tracking: bool = True) 
         found = runners.vapipe(
             clip, dets, setting["track"], setting["analytics"], setting["conf"],
             interval=setting.get("interval", 1), motion=setting.get("motion", False),
+            interval_s=setting.get("interval_s"),
         )  # fmt: skip
     if found is None:
         return {}
@@ -212,10 +228,19 @@ def markdown(report: dict) -> str:
 
 
 def _describe(setting: dict) -> str:
+    if setting.get("interval_s"):
+        extra = " behind the motion node" if setting.get("motion") else ""
+        extra += " (YOLOX-Nano only, at rect inputs)" if setting.get("rect") else ""
+        return f"the defaults{extra}, detecting once per {setting['interval_s']} s (interval_s)"
     if setting.get("ultralytics"):
         return f"Ultralytics ByteTrack (bytetrack.yaml) + ObjectCounter, NMS >= {setting['conf']}"
     if setting.get("linezone"):
         return "vapipe's tracks (defaults) counted by supervision's LineZone (its defaults)"
+    if setting.get("rect"):
+        every = setting.get("interval", 1)
+        return "YOLOX-Nano only: the defaults at rect inputs (infer.rect)" + (
+            f", detecting on one frame in {every}" if every > 1 else ""
+        )
     if setting.get("motion"):
         every = setting.get("interval", 1)
         return "the defaults behind the motion node (its defaults)" + (
@@ -252,6 +277,15 @@ def main() -> None:
     for every in MOTION_INTERVALS:
         name = "motion" if every == 1 else f"interval {every} + motion"
         settings[name] = {**settings["defaults"], "interval": every, "motion": True}
+    for every in RECT_INTERVALS:
+        name = "rect" if every == 1 else f"interval {every} + rect"
+        settings[name] = {**settings["defaults"], "interval": every, "rect": True}
+    for every in CAMERA_INTERVALS:  # the cameras benchmark's rates, in seconds
+        seconds = camera_seconds(every)
+        settings[f"every {seconds:g} s"] = {**settings["defaults"], "interval_s": seconds}
+        for extra in ("rect", "motion"):
+            settings[f"every {seconds:g} s + {extra}"] = {
+                **settings["defaults"], "interval_s": seconds, extra: True}  # fmt: skip
     if args.only:
         chosen = args.only.split(",")
         settings = {name: settings[name] for name in chosen}
@@ -279,6 +313,19 @@ def main() -> None:
         if any(rows.values()):
             report["totals"][name] = {s: totals(r) for s, r in rows.items()}
         report.setdefault("settings", {})[name] = setting
+    by_name = {r["setting"] for r in report["results"]}
+    for name in ("defaults", *(f"interval {every}" for every in RECT_INTERVALS if every > 1)):
+        if name in by_name:  # the rect settings' comparison: the same model at square inputs
+            rows = {
+                s: [
+                    r["result"]
+                    for r in report["results"]
+                    if r["setting"] == name and r["model"] in RECT_MODELS and r["split"] == s
+                ]
+                for s in SPLITS
+            }
+            report["totals"][f"{name} ({', '.join(RECT_MODELS)})"] = {
+                s: totals(r) for s, r in rows.items()}  # fmt: skip
     report["track_defaults"] = TrackConfig().model_dump()
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
     args.out.with_suffix(".md").write_text(markdown(report))

@@ -21,6 +21,7 @@ from vapipe.stages.detections import Detections
 from vapipe.stages.infer.names import COCO_NAMES
 
 MIN_SCORE = 0.05
+RECT = "+rect"
 VEHICLES = [2, 5, 7]  # COCO car, bus, truck
 CONFIG = """\
 links = ["cam ! pre ! det ! nms ! events"]
@@ -34,6 +35,7 @@ backend = "numpy"
 type = "infer"
 model = "{model}"
 workers = 2
+rect = {rect}
 backend = {{ type = "onnxruntime", providers = "cpu", threads = 1 }}
 [nodes.nms]
 type = "nms"
@@ -54,7 +56,8 @@ def cache_dir() -> Path:
 
 def detect(clip: Path, model: str, classes: list[int] | None) -> list[Detections]:
     """Per frame, the clip's detections at score >= MIN_SCORE (cached by content and model
-    on disk, and in this process: a search scores the same boxes thousands of times)."""
+    on disk, and in this process: a search scores the same boxes thousands of times).
+    ``model`` may end in ``+rect``: the model at rect inputs (``infer.rect``)."""
     return _detections_of(clip, model, tuple(classes) if classes else None)
 
 
@@ -70,7 +73,8 @@ def _detections_of(clip: Path, model: str, kept: tuple[int, ...] | None) -> list
             events = Path(work) / "events.jsonl"
             config.write_text(
                 CONFIG.format(
-                    uri=clip, model=model, conf=MIN_SCORE, events=events,
+                    uri=clip, model=model.removesuffix(RECT), conf=MIN_SCORE, events=events,
+                    rect=str(model.endswith(RECT)).lower(),
                     classes=f"classes = {classes}" if classes else "",
                 )
             )  # fmt: skip

@@ -20,6 +20,7 @@ from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import compile_geometry
 from vapipe.stages.analytics.stage import AnalyticsStage
 from vapipe.stages.detections import Detections
+from vapipe.stages.infer.interval import DetectionSchedule
 from vapipe.stages.infer.names import COCO_NAMES
 from vapipe.stages.motion.stage import MotionConfig, MotionStage
 from vapipe.stages.track.stage import TrackStage
@@ -57,11 +58,14 @@ def _tracked(
     stage: type[TrackStage],
     interval: int = 1,
     motion: bool = False,
+    interval_s: float | None = None,
 ) -> Iterator[Frame]:
     """Each frame after the track stage (the detections kept at ``conf`` and up). With
     ``interval`` N, the detector's boxes reach the tracker on one frame in N only, as with
-    ``infer.interval``: the others are predicted frames. With ``motion``, so do the frames
-    where the motion node saw nothing move (flagged still, as it flags them)."""
+    ``infer.interval`` (``interval_s``: as with that key, by the node's own schedule): the
+    others are predicted frames. With ``motion``, so do the frames where the motion node saw
+    nothing move (flagged still, as it flags them)."""
+    schedule = DetectionSchedule(interval, interval_s)
     tracker = stage("track", stage.Config.model_validate(track))
     tracker.open(None)  # type: ignore[arg-type]
     width, height = clip.size
@@ -73,7 +77,7 @@ def _tracked(
         if seq < len(still) and still[seq]:
             frame.predicted = True
             frame.meta["still"] = True
-        elif seq % interval:
+        elif not schedule.due(frame):
             frame.predicted = True
         else:
             frame.detections = found[found.score >= conf]
@@ -94,6 +98,7 @@ def vapipe(
     stage: type[TrackStage] = TrackStage,
     interval: int = 1,
     motion: bool = False,
+    interval_s: float | None = None,
 ) -> tuple[list[dict], list[list[Box]]]:
     """Events and per-frame tracks of the pipeline's own track and analytics stages (or of
     another track stage: a plugin's subclass of TrackStage, with its own config keys). Stages
@@ -104,7 +109,7 @@ def vapipe(
     counter.open(None)  # type: ignore[arg-type]
     events: list[dict] = []
     tracks: list[list[Box]] = []
-    for frame in _tracked(clip, dets, track, conf, stage, interval, motion):
+    for frame in _tracked(clip, dets, track, conf, stage, interval, motion, interval_s):
         (frame,) = counter.process(frame)
         events.extend({**e, "seq": frame.seq} for e in frame.events)
         tracks.append(_boxes(frame.detections))

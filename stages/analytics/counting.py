@@ -50,8 +50,10 @@ class SourceAnalytics:
         self.lines, self.zones = lines, zones
         self.tracks: dict[int, TrackMemory] = {}
 
-    def update(self, dets: Detections, pts: float) -> list[Event]:
-        """Events caused by this frame's tracked detections, at stream time ``pts``."""
+    def update(self, dets: Detections, pts: float, predicted: bool = False) -> list[Event]:
+        """Events caused by this frame's tracked detections, at stream time ``pts``. On a
+        ``predicted`` frame (the detector skipped it; the boxes are the tracker's guesses)
+        lines wait for the next detection: a guess that overshoots never counts."""
         if dets.track_id is None:
             tracked = dets[np.zeros(len(dets), bool)]
         else:
@@ -65,7 +67,7 @@ class SourceAnalytics:
             else:
                 memory.last_seen = pts
         events: list[Event] = []
-        for line in self.lines:
+        for line in self.lines if not predicted else ():
             events.extend(self._cross(line, tracked, ids, names))
         for zone in self.zones:
             events.extend(self._visit(zone, tracked, ids, names, pts))

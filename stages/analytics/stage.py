@@ -98,7 +98,7 @@ class AnalyticsStage(Stage):
                 self._check_classes(frame.detections.names)
             config = self.replaced.get(frame.source_id, self.config)
             state = self.sources[frame.source_id] = self._state(frame, config)
-        for event in state.update(frame.detections, frame.pts):
+        for event in state.update(frame.detections, frame.pts, frame.predicted):
             frame.events.append({**event, "source_id": frame.source_id, "seq": frame.seq})
             self.emitted += 1
         frame.analytics = FrameAnalytics(state.summary(), tuple(state.lines), tuple(state.zones))

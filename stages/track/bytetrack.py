@@ -16,6 +16,10 @@ last seen box, and a confident detection of another class must overlap the track
 track lost at the picture's edge expires after ``border_lost_s``, not ``lost_s``. A detection
 lying inside an object a track holds (a sleeve, a bonnet) or holding two such objects (two
 walkers in one box) is part of them: it neither starts a track nor confirms a tentative one.
+
+Detected less often (``infer.interval``), an object may move further than its own width
+between two detections: what plain overlap left unmatched is matched again on boxes widened
+in proportion to the frames skipped (``gap_buffer``).
 """
 
 from __future__ import annotations
@@ -26,11 +30,21 @@ import numpy as np
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.track import kalman
+from vapipe.stages.track.boxes import (
+    aspect,
+    duplicates_of,
+    intersection_over_first,
+    iou_matrix,
+    widened,
+    without,
+)
 from vapipe.stages.track.config import TrackConfig
 
 TRACKED, LOST = 0, 1
 _EDGE = 0.01
 """A box within this fraction of the picture's width or height of its edge touches it."""
+MAX_BUFFER = 1.0
+"""The most ``gap_buffer`` widens a box by, on each side, as a fraction of its size."""
 
 
 class ByteTracker:
@@ -41,6 +55,10 @@ class ByteTracker:
         self.params = params
         self.next_id = 1
         self.frames = 0
+        self.widened_overlaps: np.ndarray | None = None
+        """This frame's overlaps of widened boxes (``gap_buffer``), or None."""
+        self.skipped = 0
+        """Frames coasted since the last detected one (the detector skipped them)."""
         self.ids = np.zeros(0, np.int64)  # 0 until confirmed
         self.class_id = np.zeros(0, np.int32)  # the vote's winner
         self.votes = np.zeros((0, 1))  # track x class: summed detection scores, decaying
@@ -69,8 +87,17 @@ class ByteTracker:
         self._advance(time_s)
         primary = duplicates_of(dets, p.merge_iou)
         kept = primary < 0
-        overlaps = iou_matrix(kalman.boxes_of(self.mean), dets.xyxy)  # every track x detection
-        overlaps = np.where(self._same_object(dets), overlaps, 0.0)
+        same = self._same_object(dets)
+        predicted = kalman.boxes_of(self.mean)
+        overlaps = np.where(same, iou_matrix(predicted, dets.xyxy), 0.0)  # tracks x detections
+        # After skipped frames, what overlap left unmatched is matched again on widened boxes
+        # (a cascade, as C-BIoU's: in a crowd, the plain overlaps pair the near ones first).
+        buffer = min(MAX_BUFFER, p.gap_buffer * self.skipped)
+        self.skipped = 0
+        self.widened_overlaps = None
+        if buffer > 0:
+            grown = iou_matrix(widened(predicted, buffer), widened(dets.xyxy, buffer))
+            self.widened_overlaps = np.where(same, grown, 0.0)
         high = np.flatnonzero(kept & (dets.score >= p.high_score))
         low = np.flatnonzero(kept & (dets.score >= p.low_score) & (dets.score < p.high_score))
         confirmed = np.flatnonzero(self.ids > 0)
@@ -82,15 +109,15 @@ class ByteTracker:
         tracks, found = self._associate(confirmed, high, dets, overlaps, p.match_iou, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
-        rest_tracks = _without(confirmed, tracks)
-        rest_high = _without(high, found)
+        rest_tracks = without(confirmed, tracks)
+        rest_high = without(high, found)
 
         # 2: tracks still on screen against the low-score detections (occlusion, blur).
         on_screen = rest_tracks[self.state[rest_tracks] == TRACKED]
         tracks, found = self._associate(on_screen, low, dets, overlaps, p.low_match_iou)
         matched_tracks.append(tracks)
         matched_dets.append(found)
-        self.state[_without(on_screen, tracks)] = LOST
+        self.state[without(on_screen, tracks)] = LOST
 
         # 3: tentative tracks against what is left of the confident detections, less the
         # fragments of objects already matched: a part of a tracked object confirms nothing.
@@ -99,8 +126,8 @@ class ByteTracker:
         tracks, found = self._associate(unconfirmed, rest_high, dets, overlaps, 0.3, fuse=True)
         matched_tracks.append(tracks)
         matched_dets.append(found)
-        rest_high = _without(rest_high, found)
-        dropped = _without(unconfirmed, tracks)
+        rest_high = without(rest_high, found)
+        dropped = without(unconfirmed, tracks)
 
         rows = np.concatenate(matched_tracks)
         det_rows = np.concatenate(matched_dets)
@@ -124,6 +151,7 @@ class ByteTracker:
         view are returned at their predicted boxes, with their voted class and the score of
         their last detection. ``still`` (a motion node saw nothing move): they stay put."""
         self._advance(time_s, move=not still)
+        self.skipped += 1
         if still:  # nothing moved, so what was in view still is: its lost_s starts later
             self.last_seen[self.state == TRACKED] = time_s
         rows = np.flatnonzero((self.ids > 0) & (self.state == TRACKED))
@@ -152,23 +180,31 @@ class ByteTracker:
         min_iou: float,
         fuse: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(track rows, detection indices) matched one to one, maximising overlap."""
-        if len(tracks) == 0 or len(candidates) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        overlap = overlaps[np.ix_(tracks, candidates)]
-        if self.params.class_aware:  # the track's voted class against each detection's own
-            same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
-            overlap = np.where(same, overlap, 0.0)
-        # ByteTrack's score fusion ranks the pairs (a sure detection wins a tie in overlap),
-        # but the gate is the overlap itself: fused, a 0.3 detection needed IoU 0.67 to
-        # continue its track, and a car entering the picture (its box growing) lost its id.
-        ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
-        # Imported here: scipy.optimize costs 0.7 s of start-up to every run, tracker or not.
-        from scipy.optimize import linear_sum_assignment
+        """(track rows, detection indices) matched one to one, maximising overlap; after
+        skipped frames, what is left is matched again on the widened boxes' overlaps."""
+        from scipy.optimize import linear_sum_assignment  # 0.7 s of start-up: when needed
 
-        rows, cols = linear_sum_assignment(-ranked)
-        good = overlap[rows, cols] >= min_iou
-        return tracks[rows[good]], candidates[cols[good]]
+        found_tracks, found_dets = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for table in (overlaps, self.widened_overlaps):
+            if table is None or len(tracks) == 0 or len(candidates) == 0:
+                break
+            overlap = table[np.ix_(tracks, candidates)]
+            if self.params.class_aware:  # the track's voted class against each detection's
+                same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
+                overlap = np.where(same, overlap, 0.0)
+            # ByteTrack's score fusion ranks the pairs (a sure detection wins a tie in
+            # overlap), but the gate is the overlap itself: fused, a 0.3 detection needed IoU
+            # 0.67 to continue its track, and a car entering the picture lost its id.
+            ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
+            rows, cols = linear_sum_assignment(-ranked)
+            good = overlap[rows, cols] >= min_iou
+            found_tracks.append(tracks[rows[good]])
+            found_dets.append(candidates[cols[good]])
+            tracks, candidates = (
+                without(tracks, found_tracks[-1]),
+                without(candidates, found_dets[-1]),
+            )
+        return np.concatenate(found_tracks), np.concatenate(found_dets)
 
     def _same_object(self, dets: Detections) -> np.ndarray:
         """Track x detection: whether the pair may be one object at all, overlap aside. Its
@@ -179,7 +215,7 @@ class ByteTracker:
             return np.ones((len(self), len(dets)), bool)
         # Against the last seen box, not the filter's estimate: its aspect ratio barely moves
         # (little process noise), while an object entering the picture widens frame by frame.
-        change = _aspect(dets.xyxy)[None, :] / _aspect(self.last_box)[:, None]
+        change = aspect(dets.xyxy)[None, :] / aspect(self.last_box)[:, None]
         shaped = np.maximum(change, 1 / change) <= self.params.max_aspect_change
         other_class = self.class_id[:, None] != dets.class_id[None, :]
         confident = (dets.score >= self.params.high_score)[None, :]
@@ -309,58 +345,3 @@ class ByteTracker:
     def _new_id(self) -> int:
         self.next_id += 1
         return self.next_id - 1
-
-
-def _intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    width = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    height = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    return np.clip(width, 0, None) * np.clip(height, 0, None)
-
-
-def _areas(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-
-
-def intersection_over_first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """How much of each box in ``a`` lies inside each box in ``b`` (0-1; N x M)."""
-    return _intersections(a, b) / np.maximum(_areas(a), 1e-12)[:, None]
-
-
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box in ``a`` (N x 4) with every box in ``b`` (M x 4)."""
-    inter = _intersections(a, b)
-    area_a, area_b = _areas(a), _areas(b)
-    union = area_a[:, None] + area_b[None, :] - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
-
-
-def duplicates_of(dets: Detections, merge_iou: float) -> np.ndarray:
-    """For each detection, the index of a better-scored one of another class that covers the
-    same box (IoU at least ``merge_iou``): the same object named twice. -1 for the others."""
-    primary = np.full(len(dets), -1, np.int64)
-    if merge_iou >= 1 or len(dets) < 2:
-        return primary
-    overlap = iou_matrix(dets.xyxy, dets.xyxy)
-    other_class = dets.class_id[:, None] != dets.class_id[None, :]
-    for index in np.argsort(-dets.score, kind="stable").tolist():
-        if primary[index] >= 0:
-            continue
-        # Best first: whatever is left overlapping this one scores no higher than it, and
-        # other_class excludes the detection itself.
-        same = np.flatnonzero(other_class[index] & (overlap[index] >= merge_iou) & (primary < 0))
-        primary[same] = index
-    return primary
-
-
-def _aspect(boxes: np.ndarray) -> np.ndarray:
-    """Width / height of each box, kept away from 0 and infinity."""
-    width = np.maximum(boxes[:, 2] - boxes[:, 0], 1e-3)
-    return width / np.maximum(boxes[:, 3] - boxes[:, 1], 1e-3)
-
-
-def _without(items: np.ndarray, removed: np.ndarray) -> np.ndarray:
-    """``items`` minus ``removed``, order kept (small arrays: a set beats np.setdiff1d)."""
-    if len(removed) == 0:
-        return items
-    gone = set(removed.tolist())
-    return np.array([item for item in items.tolist() if item not in gone], np.int64)

@@ -31,9 +31,11 @@ def run(
     classes: dict[int, int] | None = None,
     width: float = 10,
     height: float = 20,
+    predicted: frozenset[int] = frozenset(),
 ):
     """Feed the tracks through an analytics stage, each box ``width`` wide and ``height``
-    tall above its anchor; return (events, last summary)."""
+    tall above its anchor (the frames in ``predicted`` flagged so: the tracker's guesses);
+    return (events, last summary)."""
     stage = AnalyticsStage("analytics", AnalyticsConfig.model_validate(config))
     stage.open(None)  # type: ignore[arg-type]
     length = max(len(path) for path in tracks.values())
@@ -57,6 +59,7 @@ def run(
         )
         frame = Frame("cam", seq, seq / FPS, 0.0, np.zeros((200, 400, 3), np.uint8), info)
         frame.detections = dets
+        frame.predicted = seq in predicted
         (out,) = stage.process(frame)
         assert_valid_events(list(frame_records(out)))
         events.extend({**event, "seq": seq} for event in out.events)
@@ -353,3 +356,23 @@ def test_a_crossing_as_deep_as_min_crossing_px_counts_and_shallower_does_not() -
 def test_a_zone_is_entered_at_exactly_the_hysteresis_distance_inside() -> None:
     events, _ = run({"zones": [ZONE]}, {1: [(150, 100), (204, 100)]})  # 4 px inside the bay
     assert [e["event"] for e in events] == ["zone_enter"]
+
+
+def test_lines_count_on_detected_frames_only() -> None:
+    """Between detections the boxes are the tracker's guesses: a guess that overshoots the
+    line and comes back counts nothing; a crossing guessed and then seen counts once, on the
+    frame that saw it."""
+    overshoot = [*walk(20, 90, 8), (110, 100), (125, 100), (95, 100), *walk(90, 20, 8)]
+    seen = {1: walk(20, 180, 17)}
+    guessed = frozenset(range(8, 11))
+    events, summary = run({"lines": [LINE]}, {1: overshoot}, predicted=guessed)
+    assert crossings(events) == [] and summary["lines"]["gate"]["out"] == 0
+    events, _ = run({"lines": [LINE]}, {1: overshoot})  # the same path, all detected
+    assert crossings(events) == [(1, "out"), (1, "in")]
+    events, summary = run({"lines": [LINE]}, seen, predicted=frozenset(range(8, 12)))
+    assert [(e["seq"], e["direction"]) for e in events if e["event"] == "line_cross"] == [
+        (12, "out")
+    ]
+    assert summary["lines"]["gate"]["out"] == 1
+    events, _ = run({"lines": [LINE]}, seen)
+    assert [e["seq"] for e in events if e["event"] == "line_cross"] == [10]  # 12 px past

@@ -8,7 +8,8 @@ import pytest
 
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.bytetrack import ByteTracker, duplicates_of, iou_matrix
+from vapipe.stages.track.boxes import duplicates_of, iou_matrix
+from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
 

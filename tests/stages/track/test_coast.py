@@ -130,3 +130,37 @@ def test_a_still_frame_holds_the_tracks_where_they_are_and_keeps_them_seen() -> 
     # The first detection after the still spell misses it: lost, but not yet expired.
     tracker.update(dets([]), last + 100 / 25)
     assert len(tracker) == 1
+
+
+@pytest.mark.parametrize(
+    ("gap_buffer", "coasted", "same_track"),
+    [(0.1, 5, True), (0.0, 5, False), (0.5, 0, False), (0.05, 5, False)],
+)
+def test_gap_buffer_widens_boxes_by_the_frames_the_detector_skipped(
+    gap_buffer: float, coasted: int, same_track: bool
+) -> None:
+    """A car seen once, then 48 px (more than its 40 px width) further on: after 5 skipped
+    frames a buffer of 0.1 a frame (0.5 a side: IoU 0.25) meets it; without the buffer, with
+    too little (0.25 a side: IoU 0.11), or with no skipped frame, nothing does."""
+    tracker = ByteTracker(TrackConfig(gap_buffer=gap_buffer, confirm_frames=2))
+    tracker.update(dets([box_at(100, 50)], [0.9], [2]), 0.0)  # the first frame: an id
+    for k in range(1, coasted + 1):
+        tracker.coast(k / 25)
+    assert tracker.skipped == coasted
+    found = tracker.update(dets([box_at(148, 50)], [0.9], [2]), (coasted + 1) / 25)
+    assert tracker.skipped == 0
+    assert found.track_id is not None
+    assert (found.track_id.tolist() == [1]) is same_track
+    assert len(tracker) == (1 if same_track else 2)
+
+
+def test_gap_buffer_stops_at_one_box_a_side() -> None:
+    """Capped at 1 a side: a car 100 px on (2.5 widths) after 5 skipped frames at 0.5 a
+    frame is another object (IoU 0.09; uncapped, 2.5 a side would have met it)."""
+    tracker = ByteTracker(TrackConfig(gap_buffer=0.5))
+    tracker.update(dets([box_at(100, 50)], [0.9], [2]), 0.0)
+    for k in range(1, 6):
+        tracker.coast(k / 25)
+    found = tracker.update(dets([box_at(200, 50)], [0.9], [2]), 6 / 25)
+    assert found.track_id is not None and found.track_id.tolist() != [1]
+    assert len(tracker) == 2

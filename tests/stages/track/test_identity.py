@@ -10,7 +10,8 @@ import pytest
 from tests.stages.track.test_bytetrack import box_at, dets, run, run_classes, square
 from vapipe.pipeline.frame import Frame
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.bytetrack import ByteTracker, intersection_over_first
+from vapipe.stages.track.boxes import intersection_over_first
+from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
 
