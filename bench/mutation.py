@@ -309,7 +309,16 @@ def write_report(results: list[dict], commit: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="default: every module in MODULES")
+    parser.add_argument(
+        "--functions",
+        help="comma-separated functions to mutate in the one module named, instead of PARTS' "
+        "(its result is kept beside the module's whole one)",
+    )
     args = parser.parse_args()
+    if args.functions:
+        if len(args.modules) != 1:
+            sys.exit("bench/mutation.py: --functions takes exactly one module")
+        PARTS[args.modules[0]] = tuple(args.functions.split(","))
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, cwd=REPO).stdout  # fmt: skip
     if dirty.strip():
@@ -319,14 +328,24 @@ def main() -> None:
                             cwd=REPO, check=True).stdout.strip()  # fmt: skip
     previous = {}
     if (RESULTS / "mutation.json").exists():
-        previous = {r["module"]: r for r in json.loads(
+        previous = {_key(r): r for r in json.loads(
             (RESULTS / "mutation.json").read_text())["modules"]}  # fmt: skip
     chosen = args.modules or list(MODULES)
     with tempfile.TemporaryDirectory() as work:
         for module in chosen:
-            previous[module] = run_module(module, MODULES[module], Path(work), commit)
+            result = run_module(module, MODULES[module], Path(work), commit)
+            if args.functions:
+                result["only"] = True
+            previous[_key(result)] = result
             write_report(list(previous.values()), commit)
-            print(f"{module}: kill rate {previous[module]['kill_rate']}", flush=True)
+            print(f"{module}: kill rate {result['kill_rate']}", flush=True)
+
+
+def _key(result: dict) -> str:
+    """A module's whole (or PARTS') result, or one of ``--functions`` kept beside it."""
+    if result.get("only"):
+        return result["module"] + "#" + ",".join(result["functions"])
+    return result["module"]
 
 
 if __name__ == "__main__":
