@@ -329,7 +329,7 @@ def main() -> None:
                             cwd=REPO, check=True).stdout.strip()  # fmt: skip
     previous = {}
     if (RESULTS / "mutation.json").exists():
-        previous = {_key(r): r for r in json.loads(
+        previous = {result_key(r): r for r in json.loads(
             (RESULTS / "mutation.json").read_text())["modules"]}  # fmt: skip
     chosen = args.modules or list(MODULES)
     with tempfile.TemporaryDirectory() as work:
@@ -337,12 +337,12 @@ def main() -> None:
             result = run_module(module, MODULES[module], Path(work), commit)
             if args.functions:
                 result["only"] = True
-            previous[_key(result)] = result
+            previous[result_key(result)] = result
             write_report(list(previous.values()), commit)
             print(f"{module}: kill rate {result['kill_rate']}", flush=True)
 
 
-def _key(result: dict) -> str:
+def result_key(result: dict) -> str:
     """A module's whole (or PARTS') result, or one of ``--functions`` kept beside it."""
     if result.get("only"):
         return result["module"] + "#" + ",".join(result["functions"])

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.mutation import MODULES, RESULTS, test_command, write_report  # noqa: E402
+from bench.mutation import MODULES, RESULTS, result_key, test_command, write_report  # noqa: E402
 
 
 def mutated(lines: list[str], line: int, diff: str) -> list[str] | None:
@@ -77,16 +77,17 @@ def recheck(entry: dict, commit: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modules", nargs="+")
+    parser.add_argument("modules", nargs="+", help="MODULE, or MODULE#F1,F2 for a --functions run")
     args = parser.parse_args()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, cwd=REPO).stdout  # fmt: skip
-    if dirty.strip():
+    own = {"bench/results/mutation.json", "bench/results/mutation.md"}
+    if any(line[3:] not in own for line in dirty.splitlines()):
         sys.exit("bench/mutation_recheck.py: commit or stash your changes first")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=REPO, check=True).stdout.strip()  # fmt: skip
     report = json.loads((RESULTS / "mutation.json").read_text())
-    entries = {r["module"]: r for r in report["modules"]}
+    entries = {result_key(r): r for r in report["modules"]}
     for module in args.modules:
         entries[module] = recheck(entries[module], commit)
         write_report(list(entries.values()), report["commit"])

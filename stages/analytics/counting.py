@@ -50,7 +50,7 @@ class SourceAnalytics:
         self.lines, self.zones = lines, zones
         self.tracks: dict[int, TrackMemory] = {}
 
-    def update(self, dets: Detections, pts: float, predicted: bool = False) -> list[Event]:
+    def update(self, dets: Detections, pts: float, predicted: bool) -> list[Event]:
         """Events caused by this frame's tracked detections, at stream time ``pts``. On a
         ``predicted`` frame (the detector skipped it; the boxes are the tracker's guesses)
         lines wait for the next detection: a guess that overshoots never counts."""

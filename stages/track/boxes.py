@@ -51,8 +51,6 @@ def duplicates_of(dets: Detections, merge_iou: float) -> np.ndarray:
 
 def widened(boxes: np.ndarray, buffer: float) -> np.ndarray:
     """xyxy boxes grown by ``buffer`` times their width and height on each side."""
-    if buffer <= 0:
-        return boxes
     size = boxes[:, 2:4] - boxes[:, 0:2]
     return np.concatenate((boxes[:, 0:2] - buffer * size, boxes[:, 2:4] + buffer * size), axis=1)
 

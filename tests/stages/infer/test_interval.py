@@ -49,6 +49,31 @@ def test_a_removed_source_is_forgotten() -> None:
     assert schedule.due(frame("b", 0))  # it starts over, first in the stagger
 
 
+@pytest.mark.parametrize(
+    ("interval", "interval_s", "active"),
+    [(0, None, False), (1, None, False), (2, None, True), (0, 0.2, True)],
+)
+def test_the_schedule_is_active_only_when_it_skips_something(
+    interval: int, interval_s: float | None, active: bool
+) -> None:
+    assert DetectionSchedule(interval, interval_s).active is active
+
+
+def test_the_stagger_gives_each_of_n_sources_its_own_phase() -> None:
+    schedule = DetectionSchedule(4, None)
+    due = {s: [seq for seq in range(8) if schedule.due(frame(s, seq))] for s in "abcde"}
+    # The k-th source detects where (seq + k) % 4 == 0; the fifth starts the cycle again.
+    assert due == {"a": [0, 4], "b": [3, 7], "c": [2, 6], "d": [1, 5], "e": [0, 4]}
+
+
+def test_interval_s_counts_from_the_last_detection_to_the_microsecond() -> None:
+    schedule = DetectionSchedule(0, 0.2)
+    assert schedule.due(frame("a", 0, 0.0))
+    assert not schedule.due(frame("a", 1, 0.0))  # the same time again: not a new stream
+    assert not schedule.due(frame("a", 2, 0.2 - 3e-6))
+    assert schedule.due(frame("a", 3, 0.2 - 1e-6))  # rounding of pts forgiven
+
+
 def test_interval_and_interval_s_are_one_or_the_other() -> None:
     with pytest.raises(ValueError, match="interval or interval_s, not both"):
         InferConfig(model="m.onnx", interval=2, interval_s=0.5)

@@ -33,6 +33,8 @@ from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
         ((800, 450), "top-left", (416, 256)),  # 416x234
         ((768, 576), "top-left", (416, 320)),  # 416x312
         ((4000, 100), "center", (416, 32)),  # never under one stride
+        ((416, 256), "top-left", (416, 256)),  # a multiple of 32 already: nothing added
+        ((256, 416), "center", (256, 416)),
     ],
 )
 def test_rect_size_pads_to_the_stride_only(

@@ -8,7 +8,7 @@ import pytest
 
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.boxes import duplicates_of, iou_matrix
+from vapipe.stages.track.boxes import duplicates_of, iou_matrix, widened
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
@@ -343,3 +343,56 @@ def test_with_confirm_frames_1_a_later_track_has_an_id_at_once() -> None:
     waiting = ByteTracker(TrackConfig(confirm_frames=2, confirm_score=1.0))
     waiting.update(dets([square(0)]), 0.0)
     assert waiting.update(dets([square(0), square(300)]), 1 / 25).track_id.tolist() == [1, -1]
+
+
+def test_widened_grows_each_side_by_the_fraction_of_the_box() -> None:
+    boxes = np.array([[10.0, 20.0, 50.0, 100.0], [0.0, 0.0, 4.0, 2.0]])
+    np.testing.assert_allclose(
+        widened(boxes, 0.5), [[-10.0, -20.0, 70.0, 140.0], [-2.0, -1.0, 6.0, 3.0]]
+    )
+    np.testing.assert_allclose(widened(boxes, 0.0), boxes)
+
+
+def test_a_score_at_the_thresholds_starts_a_track() -> None:
+    """high_score and new_track_score are inclusive (0.5 is exact in float32)."""
+    tracker = ByteTracker(TrackConfig(high_score=0.5, new_track_score=0.5, low_score=0.1))
+    assert run(tracker, [dets([box_at(10, 10)], [0.5])]) == [[1]]
+    assert len(tracker) == 1
+
+
+def test_a_tentative_track_not_seen_again_is_dropped() -> None:
+    tracker = ByteTracker(TrackConfig(confirm_frames=2, confirm_score=0.95))
+    tracker.update(dets([box_at(10, 10)], [0.9]), 0.0)  # the first frame: confirmed
+    tracker.update(dets([box_at(10, 10), box_at(300, 10)], [0.9, 0.6]), 0.04)
+    assert tracker.ids.tolist() == [1, 0]
+    tracker.update(dets([box_at(10, 10)], [0.9]), 0.08)
+    assert tracker.ids.tolist() == [1]
+
+
+def test_a_track_lost_exactly_lost_s_may_still_be_found() -> None:
+    seen = [dets([box_at(10, 10)]), dets([]), dets([]), dets([box_at(10, 10)])]
+    for third, expected in ((0.5, 1), (0.5 + 2**-10, 2)):  # exact in binary
+        tracker = ByteTracker(TrackConfig(lost_s=0.5))
+        times = [0.0, 0.25, third, 0.75]
+        ids = [tracker.update(d, t).track_id.tolist() for d, t in zip(seen, times, strict=True)]
+        # Lost for exactly lost_s the track is kept and found again; a moment longer, it
+        # expired, and the object comes back as a new one (confirmed by its 0.9 score).
+        assert ids == [[1], [], [], [expected]]
+
+
+def test_a_lost_track_is_not_continued_by_a_weak_detection() -> None:
+    """The second, low-score association is for tracks still on screen only."""
+    tracker = ByteTracker(TrackConfig(untracked="keep"))
+    tracker.update(dets([box_at(10, 10)], [0.9]), 0.0)
+    tracker.update(dets([]), 0.04)  # missed: lost
+    out = tracker.update(dets([box_at(10, 10)], [0.2]), 0.08)
+    assert out.track_id is not None and out.track_id.tolist() == [-1]
+    out = tracker.update(dets([box_at(10, 10)], [0.9]), 0.12)
+    assert out.track_id is not None and out.track_id.tolist() == [1]
+
+
+def test_a_duplicate_of_the_first_detection_starts_no_track_of_its_own() -> None:
+    same_box = [box_at(10, 10), box_at(11, 10)]  # IoU 0.95: one object named car and truck
+    tracker = ByteTracker(TrackConfig())
+    assert run(tracker, [dets(same_box, [0.9, 0.6], [2, 1])]) == [[1, -1]]  # merged into it
+    assert len(tracker) == 1

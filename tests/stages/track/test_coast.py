@@ -164,3 +164,26 @@ def test_gap_buffer_stops_at_one_box_a_side() -> None:
     found = tracker.update(dets([box_at(200, 50)], [0.9], [2]), 6 / 25)
     assert found.track_id is not None and found.track_id.tolist() != [1]
     assert len(tracker) == 2
+
+
+def test_the_widened_pass_keeps_the_shape_gate() -> None:
+    """A wide box (a car) where a walker's widened box reaches after skipped frames is
+    another object: the second pass matches only what could be the same object."""
+    tracker = ByteTracker(TrackConfig(gap_buffer=0.2))
+    tracker.update(dets([box_at(100, 50)], [0.9], [0]), 0.0)  # a walker, 40 x 80
+    for k in range(1, 6):
+        tracker.coast(k / 25)
+    car = (130.0, 90.0, 330.0, 130.0)  # 200 x 40: aspect 5 against 0.5
+    found = tracker.update(dets([car], [0.9], [0]), 6 / 25)
+    assert found.track_id is not None and found.track_id.tolist() != [1]
+    assert len(tracker) == 2
+
+
+def test_still_frames_hold_tracked_objects_not_lost_ones() -> None:
+    tracker = ByteTracker(TrackConfig(lost_s=1.0))
+    tracker.update(dets([box_at(10, 10), box_at(200, 10)], [0.9, 0.9]), 0.0)
+    tracker.update(dets([box_at(10, 10)], [0.9]), 0.04)  # the second one is lost
+    for k in range(2, 60):  # 2.3 s of still frames: what is in view stays
+        tracker.coast(k / 25, still=True)
+    tracker.update(dets([box_at(10, 10)], [0.9]), 60 / 25)
+    assert tracker.ids.tolist() == [1]  # the lost one expired; the still one did not
