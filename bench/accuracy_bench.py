@@ -28,6 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.accuracy import runners, score  # noqa: E402
 from bench.accuracy.clips import Clip, generated, people, traffic  # noqa: E402
+from bench.accuracy.detect import RECT  # noqa: E402
+from bench.cameras_bench import camera_seconds  # noqa: E402
 from vapipe.stages.analytics.config import AnalyticsConfig  # noqa: E402
 from vapipe.stages.track.config import TrackConfig  # noqa: E402
 
@@ -50,17 +52,11 @@ MOTION_INTERVALS = (1, 2, 3, 4)
 """The motion node in front of the detector, alone (1) and with these intervals."""
 RECT_INTERVALS = (1, 3, 4)
 """``infer.rect`` (inputs padded to 32, not to the square), alone (1) and with intervals."""
-CAMERA_FPS = 15
-"""The cameras benchmark's frame rate: its ``interval`` N detects every N/15 s, so its counts
-are these clips' at ``interval_s`` = N/15 (on 24 fps clips, interval N detects more often)."""
 CAMERA_INTERVALS = (2, 3, 4)
+"""The cameras benchmark's intervals: its counts are these clips' at ``interval_s`` = N/15
+(its frame rate; on 24 fps clips, interval N detects more often)."""
 RECT_MODELS = ("yolox-nano",)
 """The sample models that take rect inputs (YOLOv8n's export fixes its anchor count)."""
-
-
-def camera_seconds(interval: int) -> float:
-    """``interval`` at the cameras benchmark's frame rate, in seconds (2 decimals)."""
-    return round(interval / CAMERA_FPS, 2)
 
 
 def summary_only(name: str) -> bool:
@@ -100,7 +96,7 @@ def settings_of(name: str) -> dict:
 def evaluate(clip: Clip, model: str, setting: dict, with_tracking: bool = True) -> dict:
     if setting.get("rect") and model not in RECT_MODELS:
         return {}
-    dets = clip.detections(model + ("+rect" if setting.get("rect") else ""))
+    dets = clip.detections(model + (RECT if setting.get("rect") else ""))
     if setting.get("ultralytics"):
         found = runners.ultralytics(clip, dets, setting["conf"])
     elif setting.get("linezone"):

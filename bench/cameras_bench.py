@@ -204,7 +204,12 @@ def accuracy_name(setting: str) -> str:
     if setting in ACCURACY_NAMES:
         return ACCURACY_NAMES[setting]
     every, *extra = setting.removeprefix("interval").split("_")
-    return f"every {round(int(every) / FPS, 2):g} s" + "".join(f" + {e}" for e in extra)
+    return f"every {camera_seconds(int(every)):g} s" + "".join(f" + {e}" for e in extra)
+
+
+def camera_seconds(interval: int) -> float:
+    """``interval`` at these sources' frame rate, in seconds (2 decimals)."""
+    return round(interval / FPS, 2)
 
 
 def counts_beside_full(accuracy: dict[str, Any], setting: str) -> dict[str, Any] | None:

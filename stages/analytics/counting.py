@@ -67,8 +67,9 @@ class SourceAnalytics:
             else:
                 memory.last_seen = pts
         events: list[Event] = []
-        for line in self.lines if not predicted else ():
-            events.extend(self._cross(line, tracked, ids, names))
+        if not predicted:
+            for line in self.lines:
+                events.extend(self._cross(line, tracked, ids, names))
         for zone in self.zones:
             events.extend(self._visit(zone, tracked, ids, names, pts))
         events.extend(self._forget(pts))

@@ -174,10 +174,10 @@ class InferStage(BatchStage):
         them is a config error, a backend that cannot a warning (the square is used)."""
         if not self.config.rect:
             return False
-        problem = getattr(self.backend, "rect_problem", "this backend has fixed shapes")
-        if problem and not hasattr(self.backend, "rect_problem"):
+        if not hasattr(self.backend, "rect_problem"):  # only onnxruntime can free the size
             log.warning("%s: rect = true needs the onnxruntime backend; square inputs", self.name)
             return False
+        problem: str | None = getattr(self.backend, "rect_problem", None)
         if problem:
             raise ConfigError(f"model {model_name} cannot take other input sizes: {problem}; "
                               "set rect = false", key="rect")  # fmt: skip

@@ -55,8 +55,6 @@ class ByteTracker:
         self.params = params
         self.next_id = 1
         self.frames = 0
-        self.widened_overlaps: np.ndarray | None = None
-        """This frame's overlaps of widened boxes (``gap_buffer``), or None."""
         self.skipped = 0
         """Frames coasted since the last detected one (the detector skipped them)."""
         self.ids = np.zeros(0, np.int64)  # 0 until confirmed
@@ -89,15 +87,15 @@ class ByteTracker:
         kept = primary < 0
         same = self._same_object(dets)
         predicted = kalman.boxes_of(self.mean)
-        overlaps = np.where(same, iou_matrix(predicted, dets.xyxy), 0.0)  # tracks x detections
-        # After skipped frames, what overlap left unmatched is matched again on widened boxes
-        # (a cascade, as C-BIoU's: in a crowd, the plain overlaps pair the near ones first).
+        # Tracks x detections. After skipped frames, what overlap left unmatched is matched
+        # again on widened boxes (a cascade, as C-BIoU's: in a crowd, the plain overlaps pair
+        # the near ones first).
+        overlaps = [np.where(same, iou_matrix(predicted, dets.xyxy), 0.0)]
         buffer = min(MAX_BUFFER, p.gap_buffer * self.skipped)
         self.skipped = 0
-        self.widened_overlaps = None
         if buffer > 0:
             grown = iou_matrix(widened(predicted, buffer), widened(dets.xyxy, buffer))
-            self.widened_overlaps = np.where(same, grown, 0.0)
+            overlaps.append(np.where(same, grown, 0.0))
         high = np.flatnonzero(kept & (dets.score >= p.high_score))
         low = np.flatnonzero(kept & (dets.score >= p.low_score) & (dets.score < p.high_score))
         confirmed = np.flatnonzero(self.ids > 0)
@@ -176,17 +174,17 @@ class ByteTracker:
         tracks: np.ndarray,
         candidates: np.ndarray,
         dets: Detections,
-        overlaps: np.ndarray,
+        overlaps: list[np.ndarray],
         min_iou: float,
         fuse: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(track rows, detection indices) matched one to one, maximising overlap; after
-        skipped frames, what is left is matched again on the widened boxes' overlaps."""
+        """(track rows, detection indices) matched one to one, maximising overlap: on each
+        table of ``overlaps`` in turn (plain, then widened boxes'), what is left."""
         from scipy.optimize import linear_sum_assignment  # 0.7 s of start-up: when needed
 
         found_tracks, found_dets = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for table in (overlaps, self.widened_overlaps):
-            if table is None or len(tracks) == 0 or len(candidates) == 0:
+        for table in overlaps:
+            if len(tracks) == 0 or len(candidates) == 0:
                 break
             overlap = table[np.ix_(tracks, candidates)]
             if self.params.class_aware:  # the track's voted class against each detection's

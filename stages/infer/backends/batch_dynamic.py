@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+"""numpy dtypes of onnxruntime's input type names."""
+
 
 @dataclass(frozen=True)
 class Rewrite:
@@ -177,7 +180,7 @@ def dynamic_model(
                  rewrite.reason)  # fmt: skip
         return Chosen(path, original, "fixed", rewrite.reason if spatial else None)
     candidate = cpu_session(rewrite.model)
-    dtype = np.dtype(np.float16 if first.type == "tensor(float16)" else np.float32)
+    dtype = np.dtype(DTYPES.get(first.type, np.float32))
     shape = tuple(first.shape)
     agree, worst = outputs_agree(original, candidate, first.name, shape, dtype)
     if not agree:

@@ -23,14 +23,13 @@ from vapipe.stages.infer.backends import (
     relative_error,
 )
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.infer.backends.batch_dynamic import dynamic_model
+from vapipe.stages.infer.backends.batch_dynamic import DTYPES, dynamic_model
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.graph_decode import CANDIDATES, HeadLayout, append_decode, unsupported
 
 log = logging.getLogger(__name__)
 
 FP16_PROVIDERS = {eps.ALIASES["migraphx"], eps.ALIASES["tensorrt"], eps.ALIASES["openvino"]}
-DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 HeadChoice = Callable[[ModelInfo, bool], HeadLayout | None]
 
 
@@ -92,8 +91,11 @@ class OnnxBackend:
         on_cpu_only = names == [eps.CPU]
         self.info = model_info(on_cpu)
         # The model's own size stays its default (a rect model's is symbolic now).
-        self.info.input_shape[1:] = list(model_info(probe).input_shape[1:])
-        self.info.output_shape[1:] = list(model_info(probe).output_shape[1:])
+        own = model_info(probe)
+        self.info.input_shape[1:], self.info.output_shape[1:] = (
+            own.input_shape[1:],
+            own.output_shape[1:],
+        )
         self._raw_output = on_cpu.get_outputs()[0].name
         self.head: HeadLayout | None = None
         self.head_problem: str | None = None
