@@ -32,6 +32,7 @@ BUILTIN_TYPES = {
     "preprocess": "vapipe.stages.preprocess.stage",
     "source": "vapipe.stages.source.stage",
     "track": "vapipe.stages.track.stage",
+    "snapshots": "vapipe.stages.sinks.snapshots",
     "video": "vapipe.stages.sinks.video",
     "webhook": "vapipe.stages.sinks.webhook",
 }
