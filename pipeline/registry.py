@@ -25,6 +25,7 @@ ENTRY_POINT_GROUP = "vapipe.stages"
 BUILTIN_TYPES = {
     "analytics": "vapipe.stages.analytics.stage",
     "events": "vapipe.stages.sinks.events",
+    "history": "vapipe.stages.sinks.history",
     "infer": "vapipe.stages.infer.stage",
     "motion": "vapipe.stages.motion.stage",
     "mqtt": "vapipe.stages.sinks.mqtt",

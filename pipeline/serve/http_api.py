@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from vapipe.pipeline.config import ServeSettings
 from vapipe.pipeline.serve.event_hub import Subscriber
+from vapipe.pipeline.serve.history_api import history_routes
 from vapipe.pipeline.serve.prometheus import ServiceCollector
 from vapipe.pipeline.serve.streams import StreamError, Streams
 from vapipe.pipeline.urls import mask_credentials
@@ -57,6 +58,7 @@ def is_public(path: str) -> bool:
     return path in ("/healthz", "/favicon.ico") or path in PAGE_FILES
 
 
+MEDIA_COOKIE = "vapipe_token"
 STATE_CHANGING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
@@ -105,7 +107,8 @@ class Guard(BaseHTTPMiddleware):
             )
         if self.token is not None and not is_public(request.url.path):
             given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            header_ok = hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())
+            if not (header_ok or self.media_cookie(request, self.token)):
                 return error(401, "unauthorized")
         if request.method not in STATE_CHANGING:
             return None
@@ -129,6 +132,15 @@ class Guard(BaseHTTPMiddleware):
             if kind != "application/json":
                 return error(415, f"expected Content-Type: application/json, got '{kind}'")
         return None
+
+    @staticmethod
+    def media_cookie(request: Request, token: str) -> bool:
+        """An ``<img>`` or ``<video>`` cannot send a header: reading ``/media/`` files, the
+        page's cookie (SameSite=Strict: no other site's page sends it) stands for the token."""
+        if request.method not in ("GET", "HEAD") or not request.url.path.startswith("/media/"):
+            return False
+        given = request.cookies.get(MEDIA_COOKIE, "")
+        return hmac.compare_digest(given.encode(), token.encode())
 
     def host_allowed(self, name: str) -> bool:
         if "*" in self.allowed_hosts or name in self.allowed_hosts or is_loopback_name(name):
@@ -309,6 +321,7 @@ def make_app(service: Streams, token: str | None = None, host: str = "127.0.0.1"
         Route("/api/streams/{id}/analytics", put_analytics, methods=["PUT"]),
         Route("/api/config", config),
         Route("/api/events", events),
+        *history_routes(service.graph),
         Route("/metrics", metrics),
         Route("/streams/{id}/snapshot.jpg", snapshot),
         Route("/streams/{id}/mjpeg", mjpeg),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ class StandIn:
         self.stopping = threading.Event()
         self.fail_with: Exception | None = None
         self.added: list[Any] = []
+        self.graph = SimpleNamespace(nodes={})  # no history node, no media nodes
 
     def streams(self) -> list[dict[str, Any]]:
         if self.fail_with is not None:
@@ -80,6 +82,20 @@ def test_token_and_body_limit() -> None:
     assert big.status_code == 413 and service.added == []
     added = client.post("/api/streams", headers=good, json={"id": "b", "uri": "x"})
     assert added.status_code == 201 and service.added == [{"id": "b", "uri": "x"}]
+
+
+def test_history_and_media_need_the_token_and_media_takes_the_pages_cookie() -> None:
+    client = TestClient(make_app(StandIn(), token="s3cret-token"), base_url=LOCAL)  # type: ignore[arg-type]
+    good = {"Authorization": "Bearer s3cret-token"}
+    for path in ("/api/events/history", "/api/counts?line=a", "/api/events/x/1", "/media/a.jpg"):
+        assert client.get(path).status_code == 401, path
+        # past the guard: 404, as this graph has no history and no media folders
+        assert client.get(path, headers=good).status_code == 404, path
+    client.cookies.set("vapipe_token", "s3cret-token")
+    assert client.get("/media/a.jpg").status_code == 404  # the cookie let it through
+    assert client.get("/api/events/history").status_code == 401  # data needs the header
+    client.cookies.set("vapipe_token", "s3cret-tokenx")
+    assert client.get("/media/a.jpg").status_code == 401
 
 
 def test_a_body_without_a_length_is_read_only_up_to_the_limit() -> None:
