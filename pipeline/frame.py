@@ -118,3 +118,31 @@ class Message:
     """The last frame's seq of that source, if any."""
     pts: float | None = None
     data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedStream:
+    """One session (connection) of a source's video stream as encoded: what a remuxer needs
+    to write its packets without decoding them."""
+
+    session: int
+    """Counts the source's sessions from 1; packets of two sessions never share a file."""
+    holder: Any
+    """The in-memory PyAV container that keeps ``template`` alive."""
+    template: Any
+    """A PyAV stream with the codec parameters (``add_stream_from_template``)."""
+    time_base: Fraction
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedPacket:
+    """One demuxed video packet (``Stage.takes_packets``)."""
+
+    data: bytes
+    pts: int
+    """Container pts, in ``stream.time_base`` (dts where the container gave no pts)."""
+    dts: int
+    keyframe: bool
+    time: float
+    """Its presentation time on the frames' ``pts`` line (seconds)."""
+    stream: EncodedStream

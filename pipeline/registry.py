@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "vapipe.stages"
 BUILTIN_TYPES = {
     "analytics": "vapipe.stages.analytics.stage",
+    "clips": "vapipe.stages.sinks.clips",
     "events": "vapipe.stages.sinks.events",
     "history": "vapipe.stages.sinks.history",
     "infer": "vapipe.stages.infer.stage",

@@ -66,6 +66,9 @@ class Stage:
     needs_upstream: ClassVar[tuple[str, ...]] = ()
     """Stage types one of which must come before this node on every path from a source
     (analytics needs track): checked when the graph is built."""
+    takes_packets: ClassVar[bool] = False
+    """Whether sources upstream hand it their encoded video packets as demuxed
+    (``take_packet``, called from the source's thread), e.g. to keep a pre-roll to copy."""
     reads_pixels: ClassVar[bool] = True
     """Whether ``process`` looks at ``frame.image``'s pixels, not only its shape. When no
     stage after preprocessing does, the preprocess node lets the pixels go once the model
@@ -101,6 +104,11 @@ class Stage:
     def stats(self) -> dict[str, Any]:
         """Extra facts for the run's stats (the execution provider, say)."""
         return {}
+
+    def take_packet(self, source_id: str, packet: Any) -> None:
+        """An encoded packet (``pipeline.frame.EncodedPacket``) of ``source_id``
+        (``takes_packets`` stages only)."""
+        raise NotImplementedError
 
     def accept(self, record: dict[str, Any]) -> None:
         """An event record, as ``frame_records`` made it (``writes_records`` sinks only)."""

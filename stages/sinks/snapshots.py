@@ -1,8 +1,8 @@
 """The ``snapshots`` node: a JPEG of the annotated frame, and one of the object, for each
 analytics event, written by a thread of its own. The picture of a tracked object is its
-best-scored detection of the last ``best_of_s`` seconds (not a guessed box between
-detections, nor a blurred frame caught mid-crossing). Placed before the event sinks, it puts
-the files' paths in the events it pictured."""
+best-scored detection of the last ``best_of_s`` seconds that overlaps its box at the event
+(not a guessed box between detections, nor a blurred frame caught mid-crossing). Placed
+before the event sinks, it puts the files' paths in the events it pictured."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ class SnapshotsConfig(MediaConfig):
     crop_pad: float = Field(0.15, ge=0, le=2)
     """Margin around the object's box, as a fraction of its size on each side."""
     best_of_s: float = Field(1.0, ge=0, le=30)
-    """The object's best-scored detection within this many seconds before the event is the
-    picture (0: the event's own frame)."""
+    """The object's best-scored detection within this many seconds before the event, among
+    those overlapping its box at the event, is the picture (0: the event's own frame)."""
     quality: int = Field(85, ge=10, le=100)
     """JPEG quality."""
 
@@ -99,8 +99,7 @@ class Seen:
 
 
 class BestBoxes:
-    """Per track of one source, its detections of the last ``window_s`` seconds that no later
-    one beats (a monotonic queue): the front is the best of the window."""
+    """Per track of one source, its detections of the last ``window_s`` seconds."""
 
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
@@ -111,13 +110,11 @@ class BestBoxes:
         horizon = frame.pts - self.window_s
         if dets is not None and dets.track_id is not None:
             for index, track_id in enumerate(dets.track_id.tolist()):
-                if track_id < 0:
-                    continue
-                seen = Seen(frame.pts, float(dets.score[index]), frame, as_box(dets.xyxy[index]))
-                kept = self.tracks.setdefault(track_id, deque())
-                while kept and kept[-1].score <= seen.score:
-                    kept.pop()
-                kept.append(seen)
+                if track_id >= 0:
+                    seen = Seen(
+                        frame.pts, float(dets.score[index]), frame, as_box(dets.xyxy[index])
+                    )
+                    self.tracks.setdefault(track_id, deque()).append(seen)
         for track_id in list(self.tracks):  # the frames they hold go with them
             kept = self.tracks[track_id]
             while kept and kept[0].pts < horizon:
@@ -125,9 +122,15 @@ class BestBoxes:
             if not kept:
                 del self.tracks[track_id]
 
-    def best(self, track_id: int) -> Seen | None:
-        kept = self.tracks.get(track_id)
-        return kept[0] if kept else None
+    def best(self, track_id: int, near: Box | None = None) -> Seen | None:
+        """The best-scored of the window (the latest of equals), among the boxes that overlap
+        ``near`` (where the event happened) when given: the picture shows the object there."""
+        kept = [s for s in self.tracks.get(track_id, ()) if near is None or overlap(s.box, near)]
+        return max(reversed(kept), key=lambda seen: seen.score) if kept else None
+
+
+def overlap(a: Box, b: Box) -> bool:
+    return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
 
 def box_of(frame: Frame, track_id: int) -> Box | None:
@@ -180,11 +183,11 @@ class SnapshotsSink(Stage):
         track_id = event.get("track_id")
         shown, box = frame, None
         if track_id is not None:
-            seen = best.best(track_id)
+            box = box_of(frame, track_id)
+            # Where none overlaps (the event's box a guess far off), its best of the window.
+            seen = best.best(track_id, box) or best.best(track_id)
             if seen is not None:
                 shown, box = seen.frame, seen.box
-            else:
-                box = box_of(frame, track_id)
         folder = sub_folder(self.config.path, frame.source_id, frame.capture_time)
         stem = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}"
         crop = f"{stem}-crop.jpg" if self.config.crop and box is not None else None

@@ -36,6 +36,7 @@ from vapipe.stages.source.opening import (
     plain_i420,
     upright,
 )
+from vapipe.stages.source.packets import PacketFeed
 from vapipe.stages.source.stall import StreamStalled, stalled_for
 from vapipe.stages.source.timeline import Timeline
 
@@ -67,6 +68,7 @@ class VideoSource(SourceStage):
         self.yuv_frames = 0
         self._skip_until = 0
         self._images: list[str] | None = None
+        self.packets = PacketFeed(name, [])
 
     @classmethod
     def is_live(cls, config: SourceConfig) -> bool:
@@ -96,6 +98,7 @@ class VideoSource(SourceStage):
         self.spec = spec_of(cfg)
         self.display_uri = mask_credentials(self.spec.file)
         self.connector = Connector(self.name, self.source_id, cfg, self.live, self.decode_threads)
+        self.packets = PacketFeed(self.source_id, context.downstream)
         self._images = image_paths(self.spec.file)
         if self._images is not None:
             if not self._images:
@@ -285,6 +288,7 @@ class VideoSource(SourceStage):
         camera's session began when it was ``asked_at`` (time.time())."""
         self.timeline.interval = self._interval()
         self.timeline.new_session(asked_at)
+        self.packets.new_session(video)
         first_pts: float | None = None
         started = time.monotonic()
         last_frame_at = last_video_at = opened_at = time.monotonic()
@@ -304,6 +308,7 @@ class VideoSource(SourceStage):
             last_video_at = now
             if first_pts is None and packet.pts is not None and packet.time_base is not None:
                 self.timeline.first_packet(float(packet.pts * packet.time_base))
+            self.packets.add(packet, self.timeline.offset)
             try:
                 pictures = packet.decode()
             except av.error.InvalidDataError as exc:
@@ -320,6 +325,7 @@ class VideoSource(SourceStage):
                 pts = self.timeline.place(raw)
                 if first_pts is None:
                     first_pts = pts
+                    self.packets.flush(self.timeline.offset)  # those that came before it
                 if self._seq < self._skip_until:
                     self._seq += 1
                     started = time.monotonic() - (pts - first_pts)

@@ -73,6 +73,11 @@ class Timeline:
         if self._first_packet_raw is None:  # read only for the session's first frame
             self._first_packet_raw = raw
 
+    @property
+    def offset(self) -> float | None:
+        """Output pts minus container pts in this session, once its first frame is placed."""
+        return self._offset
+
     def place(self, raw: float | None) -> float:
         """The output pts of the next frame, whose container pts is ``raw`` (None: unknown)."""
         now = self._clock()

@@ -89,6 +89,17 @@ def test_the_best_box_is_the_best_score_within_the_window() -> None:
     assert best.best(8) is None
 
 
+def test_the_best_box_shows_the_object_where_the_event_was() -> None:
+    best = BestBoxes(1.0)
+    best.update(frame(0, [(7, 0.95, [0, 100, 80, 150])]))  # best, but far from the event
+    best.update(frame(5, [(7, 0.6, [150, 100, 230, 150])]))
+    best.update(frame(8, [(7, 0.5, [180, 100, 260, 150])]))
+    assert best.best(7, (200, 100, 280, 150)).frame.seq == 5  # type: ignore[union-attr]
+    assert best.best(7).frame.seq == 0  # type: ignore[union-attr]
+    assert best.best(7, (230, 100, 300, 150)).frame.seq == 8  # type: ignore[union-attr] - 5 only touches
+    assert best.best(7, (400, 100, 480, 150)) is None
+
+
 def test_a_track_gone_for_the_window_is_forgotten_with_its_frames() -> None:
     best = BestBoxes(0.5)
     best.update(frame(0, [(7, 0.9, [10, 10, 50, 50]), (-1, 0.9, [60, 10, 90, 50])]))
