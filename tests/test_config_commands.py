@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import asset
+from tests.e2e.helpers import wait_for
 from tests.e2e.mqtt import broker
 from tests.e2e.rtsp import rtsp_server
+from tests.e2e.serve_helpers import serve
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
@@ -72,6 +74,12 @@ def test_config_comment_command_runs(tmp_path: Path, config: str, command: str) 
     assert words[0] == "run-pipeline", command
     shutil.copy(asset("media", "horses.mp4"), tmp_path / "my.mp4")
     args = [str(REPO / w) if w.startswith("configs/") else w for w in words[1:]]
+    if args[0] == "serve":  # a service never ends: it must come up and run its stream
+        assert args[2:] == [], f"{config}: {command}: only 'serve CONFIG' is checked here"
+        with serve(tmp_path, config=Path(args[1])) as served, served.client() as client:
+            wait_for(lambda: any(s["frames"] > 0 for s in client.get("/api/streams").json()),
+                     120, f"{config}: a frame through {command}")  # fmt: skip
+        return
     runs_a_config = any(a.endswith(".toml") for a in args)
     if runs_a_config:
         args += ["--max-frames", "24", "--stats", str(tmp_path / "stats.json")]

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -48,7 +48,12 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": line}, status_code=status)
 
 
-PAGE_FILES = {"/": "index.html", "/static/page.js": "page.js", "/static/page.css": "page.css"}
+PAGE_FILES = {
+    "/": "index.html",
+    "/static/page.js": "page.js",
+    "/static/history.js": "history.js",
+    "/static/page.css": "page.css",
+}
 CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
@@ -139,7 +144,7 @@ class Guard(BaseHTTPMiddleware):
         page's cookie (SameSite=Strict: no other site's page sends it) stands for the token."""
         if request.method not in ("GET", "HEAD") or not request.url.path.startswith("/media/"):
             return False
-        given = request.cookies.get(MEDIA_COOKIE, "")
+        given = unquote(request.cookies.get(MEDIA_COOKIE, ""))  # the page encodes it
         return hmac.compare_digest(given.encode(), token.encode())
 
     def host_allowed(self, name: str) -> bool:

@@ -147,3 +147,95 @@ def test_the_page_asks_for_the_token_once_says_when_it_is_wrong_and_waits(
         assert not browser.find_element(By.ID, "token-form").is_displayed()
         # Nothing the page loads answered 401 needlessly (the icon is not asked for).
         assert not [url for url in browser.execute_script(REQUESTS) if "favicon" in url]
+
+
+def test_the_page_shows_past_events_plays_a_clip_charts_counts_and_keeps_them_after_a_restart(
+    tmp_path: Path, browser
+) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import os
+    import time
+
+    config = REPO / "configs" / "service.toml"
+    overrides = ("cam.loop=false", "cam.realtime=false")  # the clip once, at full speed
+    env = {**os.environ, "VAPIPE_TOKEN": "pictures-42"}
+    with serve(tmp_path, *overrides, config=config, env=env, token="pictures-42") as served:
+        assert served.url is not None
+        with served.client() as client:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                stream = client.get("/api/streams").json()[0]
+                if stream["state"] == "down":  # the file has ended: every event is kept
+                    break
+                time.sleep(0.2)
+            # removed, its last clip is finished (a file that ended keeps its outputs open
+            # until then, as a camera that comes back would go on)
+            assert client.delete("/api/streams/cam").status_code == 200
+            # the history commits a moment after the events sink wrote: it catches up with it
+            written = tmp_path / "out" / "cam.jsonl"
+            deadline = time.monotonic() + 60
+            while True:
+                lines = [json.loads(x) for x in written.read_text(encoding="utf-8").splitlines()]
+                sunk = [e for e in reversed(lines) if e["event"] != "frame"]
+                page = client.get("/api/events/history", params={"limit": 1000})
+                kept = page.json()["events"]
+                if [e.get("id") for e in kept] == [e.get("id") for e in sunk]:
+                    break
+                assert time.monotonic() < deadline, (len(kept), len(sunk))
+                time.sleep(0.2)
+            crossings = [e for e in kept if e["event"] == "line_cross"]
+            assert len(crossings) >= 20
+            counts = client.get("/api/counts", params={
+                "line": "road", "bucket": "5m", "since": time.time() - 86400}).json()  # fmt: skip
+        wait = WebDriverWait(browser, 120, poll_frequency=0.2)
+        browser.get(served.url + "/")
+        field = browser.find_element(By.ID, "token-input")
+        wait.until(lambda d: field.is_displayed())
+        field.send_keys("pictures-42")
+        browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+        # the events panel: the last 60, each with its picture loaded through the cookie
+        shown = kept[:60]
+        wait.until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#history li.event")) == len(shown)
+        )
+        pictures = browser.find_elements(By.CSS_SELECTOR, "#history li.event img")
+        assert len(pictures) == len([e for e in shown if "snapshot" in e]) > 10
+        wait.until(lambda d: all(d.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth", img) >= 160
+            for img in pictures))  # fmt: skip
+        # the chart: one point per bucket and direction
+        wait.until(lambda d: "crossings" in d.find_element(By.ID, "chart-note").text)
+        directions = {d for b in counts["buckets"] for d in b["counts"]}
+        for direction in directions:
+            points = browser.find_elements(
+                By.CSS_SELECTOR, f'#chart circle[data-direction="{direction}"]'
+            )
+            assert len(points) == len(counts["buckets"]), direction
+        assert sum(b["total"] for b in counts["buckets"]) == len(crossings)
+        # a click shows the snapshot and plays the clip from the event's moment
+        newest = crossings[0]
+        browser.find_element(By.CSS_SELECTOR, f'#history li[data-id="{newest["id"]}"]').click()
+        video = browser.find_element(By.ID, "event-clip")
+        playing = "return arguments[0].readyState >= 2 ? arguments[0].currentTime : -1"
+        wait.until(lambda d: d.execute_script(playing, video) >= 0)
+        started = browser.execute_script(playing, video)
+        wait.until(lambda d: d.execute_script(playing, video) > started + 0.3)
+        snapshot = browser.find_element(By.ID, "event-snapshot")
+        wait.until(lambda d: d.execute_script("return arguments[0].naturalWidth", snapshot) > 0)
+        shot = tmp_path / "serve-history-page.png"
+        browser.save_screenshot(str(shot))
+        print(f"screenshot of the page with its history: {shot}")
+        assert shot.stat().st_size > 10_000
+    # a restart finds every event it kept, and their pictures
+    restarted = serve(tmp_path, *overrides, config=config, env=env, token="pictures-42")
+    with restarted as served, served.client() as client:
+        again = client.get("/api/events/history", params={"limit": 1000}).json()["events"]
+
+        def whole(events: list[dict]) -> set[str]:  # type: ignore[type-arg]
+            return {json.dumps(e, sort_keys=True) for e in events}
+
+        assert whole(kept) <= whole(again)
+        one = client.get(f"/api/events/{newest['id']}").json()
+        assert one["snapshot"] == newest["snapshot"]
+        clip = client.get(one["urls"]["clip"], headers={"Range": "bytes=0-99"})
+        assert clip.status_code == 206 and len(clip.content) == 100

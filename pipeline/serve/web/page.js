@@ -18,13 +18,20 @@ function lock(sentToken) {
   document.getElementById("token-input").focus();
 }
 
+// <img> and <video> cannot send the token: for /media/ the service takes it as this cookie.
+function mediaCookie(token) {
+  if (token) document.cookie = `vapipe_token=${encodeURIComponent(token)}; path=/media; SameSite=Strict`;
+}
+
 function unlock(token) {
   state.token = token;
   sessionStorage.setItem("vapipe-token", token);
+  mediaCookie(token);
   state.locked = false;
   document.getElementById("token-form").hidden = true;
   refreshStreams();
   followEvents();
+  if (typeof refreshHistory === "function") refreshHistory();
 }
 
 async function api(path, options = {}) {
@@ -79,6 +86,7 @@ async function refreshStreams() {
     if (!ids.has(id)) { entry.element.remove(); state.tiles.delete(id); }
   }
   streams.forEach(tile);
+  if (typeof noteLines === "function") noteLines(streams);
 }
 
 async function refreshPreviews() {
@@ -203,6 +211,7 @@ document.getElementById("add").addEventListener("submit", (submit) => {
   addStream(submit.target);
 });
 
+mediaCookie(state.token);
 refreshStreams().then(refreshPreviews);
 setInterval(refreshStreams, 1000);
 setInterval(refreshPreviews, 500);
