@@ -19,16 +19,14 @@ from pydantic import Field, field_validator
 
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream, Frame, Message
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.pipeline.stage import StageContext
 from vapipe.stages.sinks.media_files import (
     MediaConfig,
-    Retention,
-    Writer,
+    MediaSink,
     file_stem,
     inside_folder,
     sub_folder,
 )
-from vapipe.stages.sinks.paths import check_writable
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +129,7 @@ def write_clip(path: Path, clip: Clip) -> None:
 
 
 @register("clips")
-class ClipsSink(Stage):
+class ClipsSink(MediaSink[Clip]):
     """Keeps each source's last seconds of encoded packets and writes a clip around each
     analytics event; frames pass on with the clip's path in their events."""
 
@@ -142,19 +140,11 @@ class ClipsSink(Stage):
     config: ClipsConfig
 
     def open(self, context: StageContext) -> None:
-        cfg = self.config
-        self.root = Path(cfg.dir)
-        check_writable(self.root / ".probe")
-        self.retention = Retention(
-            self.root, self.name, cfg.max_age_days and cfg.max_age_days * 86400, cfg.max_bytes
-        )
-        self.retention.prune()
-        self._types = frozenset(cfg.event_types)
+        self.open_media(self._write)
         self._lock = threading.Lock()
         self._rings: dict[str, Ring] = {}
         self._open: dict[str, list[Clip]] = {}
         self.without_packets = 0
-        self._writer: Writer[Clip] = Writer(f"{self.name}-writer", cfg.queue, self._write)
 
     def take_packet(self, source_id: str, packet: EncodedPacket) -> None:
         with self._lock:
@@ -172,7 +162,7 @@ class ClipsSink(Stage):
 
     def process(self, frame: Frame) -> tuple[Frame]:
         for event in frame.events:
-            if event["event"] in self._types:
+            if event["event"] in self.event_types:
                 self._clip_for(frame, event)
         with self._lock:
             # A frame past a clip's end: no later event can join it, and its packets are in.
@@ -214,7 +204,7 @@ class ClipsSink(Stage):
     def _finish(self, source_id: str, clip: Clip) -> None:
         """Hands the clip to the writer (under the lock)."""
         self._open[source_id].remove(clip)
-        if not self._writer.submit(clip):
+        if not self.writer.submit(clip):
             log.warning("%s: clip %s dropped (the writer fell behind)", self.name, clip.path)
 
     def _finish_all(self, source_id: str | None = None) -> None:
@@ -240,18 +230,6 @@ class ClipsSink(Stage):
         return ()
 
     def close(self) -> None:
-        writer = getattr(self, "_writer", None)
-        if writer is not None:
+        if getattr(self, "writer", None) is not None:
             self._finish_all()
-            writer.close()
-
-    def stats(self) -> dict[str, Any]:
-        writer = getattr(self, "_writer", None)
-        if writer is None:
-            return {}
-        return {
-            "written": writer.done,
-            "dropped": writer.dropped,
-            "failed": writer.failed,
-            "deleted": self.retention.deleted,
-        }
+        self.close_writer()

@@ -22,8 +22,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import Field, field_validator
 
 from vapipe.pipeline.errors import ConfigError
-from vapipe.pipeline.stage import StageConfig
-from vapipe.stages.sinks.paths import check_file_id
+from vapipe.pipeline.stage import Stage, StageConfig
+from vapipe.stages.sinks.paths import check_file_id, check_writable
 
 log = logging.getLogger(__name__)
 
@@ -220,3 +220,42 @@ class Retention:
             except OSError:
                 break
             folder = folder.parent
+
+
+class MediaSink(Stage, Generic[Item]):
+    """A node that writes a file per event under its media folder: the folder checked, its
+    retention applied at start and after each file, a writer thread doing ``write``."""
+
+    config: MediaConfig
+
+    def open_media(self, write: Callable[[Item], None]) -> None:
+        cfg = self.config
+        self.root = Path(cfg.dir)
+        check_writable(self.root / ".probe")
+        max_age_s = None if cfg.max_age_days is None else cfg.max_age_days * 86400
+        self.retention = Retention(self.root, self.name, max_age_s, cfg.max_bytes)
+        self.retention.prune()
+        self.event_types = frozenset(cfg.event_types)
+        self.writer: Writer[Item] = Writer(f"{self.name}-writer", cfg.queue, write)
+
+    def close_writer(self) -> Writer[Item] | None:
+        writer: Writer[Item] | None = getattr(self, "writer", None)
+        if writer is not None:
+            writer.close()
+            if writer.dropped:
+                log.warning(
+                    "%s: %d files dropped (the writer fell behind; queue = %d)",
+                    self.name, writer.dropped, self.config.queue,
+                )  # fmt: skip
+        return writer
+
+    def stats(self) -> dict[str, Any]:
+        writer: Writer[Item] | None = getattr(self, "writer", None)
+        if writer is None:
+            return {}
+        return {
+            "written": writer.done,
+            "dropped": writer.dropped,
+            "failed": writer.failed,
+            "deleted": self.retention.deleted,
+        }

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import cv2
@@ -19,18 +18,16 @@ from pydantic import Field, field_validator
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.pipeline.stage import StageContext
 from vapipe.stages.sinks.draw import annotate
 from vapipe.stages.sinks.media_files import (
     MediaConfig,
-    Retention,
-    Writer,
+    MediaSink,
     file_stem,
     inside_folder,
     sub_folder,
     write_whole,
 )
-from vapipe.stages.sinks.paths import check_writable
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +148,7 @@ class Shot:
 
 
 @register("snapshots")
-class SnapshotsSink(Stage):
+class SnapshotsSink(MediaSink[Shot]):
     """JPEGs of what each analytics event was about; frames pass on unchanged but for the
     paths added to their events."""
 
@@ -159,23 +156,15 @@ class SnapshotsSink(Stage):
     config: SnapshotsConfig
 
     def open(self, context: StageContext) -> None:
-        cfg = self.config
-        self.root = Path(cfg.dir)
-        check_writable(self.root / ".probe")
-        self.retention = Retention(
-            self.root, self.name, cfg.max_age_days and cfg.max_age_days * 86400, cfg.max_bytes
-        )
-        self.retention.prune()
+        self.open_media(self._write)
         self._best: dict[str, BestBoxes] = {}
-        self._types = frozenset(cfg.event_types)
-        self._writer: Writer[Shot] = Writer(f"{self.name}-writer", cfg.queue, self._write)
 
     def process(self, frame: Frame) -> tuple[Frame]:
         best = self._best.setdefault(frame.source_id, BestBoxes(self.config.best_of_s))
         if not frame.predicted:  # a guessed box between detections is no picture of it
             best.update(frame)
         for event in frame.events:
-            if event["event"] in self._types:
+            if event["event"] in self.event_types:
                 self._picture(frame, event, best)
         return (frame,)
 
@@ -191,7 +180,7 @@ class SnapshotsSink(Stage):
         folder = sub_folder(self.config.path, frame.source_id, frame.capture_time)
         stem = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}"
         crop = f"{stem}-crop.jpg" if self.config.crop and box is not None else None
-        if self._writer.submit(Shot(shown, box, f"{stem}.jpg", crop)):
+        if self.writer.submit(Shot(shown, box, f"{stem}.jpg", crop)):
             event["snapshot"] = f"{stem}.jpg"
             if crop is not None and box is not None:
                 event["snapshot_crop"] = crop
@@ -214,22 +203,4 @@ class SnapshotsSink(Stage):
             self.retention.add(shot.crop)
 
     def close(self) -> None:
-        writer = getattr(self, "_writer", None)
-        if writer is not None:
-            writer.close()
-            if writer.dropped:
-                log.warning(
-                    "%s: %d snapshots dropped (the writer fell behind; queue = %d)",
-                    self.name, writer.dropped, self.config.queue,
-                )  # fmt: skip
-
-    def stats(self) -> dict[str, Any]:
-        writer = getattr(self, "_writer", None)
-        if writer is None:
-            return {}
-        return {
-            "written": writer.done,
-            "dropped": writer.dropped,
-            "failed": writer.failed,
-            "deleted": self.retention.deleted,
-        }
+        self.close_writer()

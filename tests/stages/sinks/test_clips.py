@@ -111,7 +111,7 @@ def test_one_clip_for_overlapping_events_from_the_keyframe_before(
     node.process(second)  # within the first's post_s: the same clip, made longer
     for packet in packets[300:]:
         node.take_packet("cam", packet)  # 300 + 4 s of frames pass its end: written now
-    assert node._writer is not None
+    assert node.writer is not None
     node.close()
     a, b = first.events[0], second.events[0]
     assert a["clip"] == b["clip"]

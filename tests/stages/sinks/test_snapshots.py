@@ -179,8 +179,8 @@ def test_a_full_queue_drops_the_picture_and_its_path(tmp_path: Path) -> None:
         release.wait()
         write(shot)
 
-    node._writer.close()
-    node._writer = Writer("snaps-writer", 1, slow)
+    node.writer.close()
+    node.writer = Writer("snaps-writer", 1, slow)
     frames = []
     for seq in range(3):
         item = frame(seq, [(7, 0.9, [100, 100, 180, 150])])
