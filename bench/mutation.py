@@ -110,6 +110,20 @@ MODULES: dict[str, list[str]] = {
     "stages/infer/interval.py": ["tests/stages/infer/test_interval.py"],
     "pipeline/errors.py": ["tests/pipeline/cli/test_missing_packages.py"],
     "pipeline/assets.py": ["tests/pipeline/cli/test_models_cmd.py"],
+    # Issue 33: pictures, clips and the event history.
+    "stages/sinks/media_files.py": [
+        "tests/stages/sinks/test_media_files.py",
+        "tests/stages/sinks/test_snapshots.py",
+    ],
+    "stages/sinks/snapshots.py": ["tests/stages/sinks/test_snapshots.py"],
+    "stages/sinks/clips.py": ["tests/stages/sinks/test_clips.py"],
+    "stages/source/packets.py": ["tests/stages/sinks/test_clips.py"],
+    "stages/sinks/event_store.py": ["tests/stages/sinks/test_history.py"],
+    "stages/sinks/history.py": ["tests/stages/sinks/test_history.py"],
+    "pipeline/serve/history_api.py": [
+        "tests/pipeline/serve/test_history_api.py",
+        "tests/pipeline/serve/test_http_api.py",
+    ],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 
