@@ -66,10 +66,10 @@ class Stage:
     needs_upstream: ClassVar[tuple[str, ...]] = ()
     """Stage types one of which must come before this node on every path from a source
     (analytics needs track): checked when the graph is built."""
-    takes_packets: ClassVar[bool] = False
+    takes_packets: bool = False
     """Whether sources upstream hand it their encoded video packets as demuxed
     (``take_packet``, called from the source's thread), e.g. to keep a pre-roll to copy."""
-    reads_pixels: ClassVar[bool] = True
+    reads_pixels: bool = True
     """Whether ``process`` looks at ``frame.image``'s pixels, not only its shape. When no
     stage after preprocessing does, the preprocess node lets the pixels go once the model
     input is made (a 1080p frame is 6 MB, otherwise held until the last sink)."""

@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream, Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
+from vapipe.stages.sinks.drawn_clips import FrameRing, write_drawn
 from vapipe.stages.sinks.media_files import (
     MediaConfig,
     MediaSink,
@@ -48,6 +49,12 @@ class ClipsConfig(MediaConfig):
     max_clip_s: float = Field(60.0, gt=0, le=3600)
     """A clip that events keep extending is closed at this length; the next event starts
     another."""
+    annotated: bool = False
+    """Encode the annotated frames (drawn as the video sink draws them) instead of copying
+    the camera's packets: an x264 encoder per clip, on the writer thread, and the last
+    ``pre_s`` of frames held in memory."""
+    crf: int = Field(23, ge=0, le=51)
+    """x264 quality of annotated clips (lower is better and larger)."""
 
     _inside = field_validator("path")(inside_folder)
 
@@ -57,8 +64,10 @@ class Clip:
     path: str
     start: float
     end: float
-    stream: EncodedStream
+    stream: EncodedStream | None
+    """None for an annotated clip, whose ``frames`` are drawn and encoded."""
     packets: list[EncodedPacket] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
     events: int = 1
     done: bool = False
     """Its packets are in, up to ``end``."""
@@ -115,13 +124,16 @@ def write_clip(path: Path, clip: Clip) -> None:
     temporary name until complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
+    encoded = clip.stream
+    if encoded is None:
+        raise ValueError(f"{path}: a clip of packets without their stream")
     origin = min(packet.dts for packet in clip.packets)
     with av.open(str(partial), "w", format="mp4", options=FRAGMENTED) as output:
-        stream = output.add_stream_from_template(clip.stream.template)
+        stream = output.add_stream_from_template(encoded.template)
         for item in clip.packets:
             packet = av.Packet(item.data)
             packet.pts, packet.dts = item.pts - origin, item.dts - origin
-            packet.time_base = clip.stream.time_base
+            packet.time_base = encoded.time_base
             packet.is_keyframe = item.keyframe
             packet.stream = stream
             output.mux(packet)
@@ -133,16 +145,19 @@ class ClipsSink(MediaSink[Clip]):
     """Keeps each source's last seconds of encoded packets and writes a clip around each
     analytics event; frames pass on with the clip's path in their events."""
 
-    reads_pixels = False
-    takes_packets = True
-
     Config = ClipsConfig
     config: ClipsConfig
+
+    def __init__(self, name: str, config: ClipsConfig) -> None:
+        super().__init__(name, config)
+        self.takes_packets = not config.annotated
+        self.reads_pixels = config.annotated
 
     def open(self, context: StageContext) -> None:
         self.open_media(self._write)
         self._lock = threading.Lock()
         self._rings: dict[str, Ring] = {}
+        self._drawn: dict[str, FrameRing] = {}
         self._open: dict[str, list[Clip]] = {}
         self.without_packets = 0
 
@@ -161,6 +176,8 @@ class ClipsSink(MediaSink[Clip]):
                     clip.packets.append(packet)
 
     def process(self, frame: Frame) -> tuple[Frame]:
+        if self.config.annotated:
+            self._keep_frame(frame)
         for event in frame.events:
             if event["event"] in self.event_types:
                 self._clip_for(frame, event)
@@ -171,11 +188,21 @@ class ClipsSink(MediaSink[Clip]):
                     self._finish(frame.source_id, clip)
         return (frame,)
 
+    def _keep_frame(self, frame: Frame) -> None:
+        """Annotated clips: the frame joins its source's ring and the clips it falls in."""
+        with self._lock:
+            ring = self._drawn.get(frame.source_id)
+            if ring is None:
+                ring = self._drawn[frame.source_id] = FrameRing(self.config.pre_s)
+            ring.add(frame)
+            for clip in self._open.get(frame.source_id, []):
+                if frame.pts <= clip.end:
+                    clip.frames.append(frame)
+
     def _clip_for(self, frame: Frame, event: dict[str, Any]) -> None:
         cfg = self.config
         start, end = frame.pts - cfg.pre_s, frame.pts + cfg.post_s
         with self._lock:
-            ring = self._rings.get(frame.source_id)
             clips = self._open.setdefault(frame.source_id, [])
             clip = next(
                 (c for c in clips if start <= c.end and end - c.start <= cfg.max_clip_s), None
@@ -184,22 +211,35 @@ class ClipsSink(MediaSink[Clip]):
                 clip.end = max(clip.end, end)
                 clip.events += 1
             else:
-                newest = ring.since(start) if ring is not None else []
-                if not newest:
-                    self.without_packets += 1  # no packets (an image folder): no clip
-                    return
                 folder = sub_folder(cfg.path, frame.source_id, frame.capture_time)
                 name = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}.mp4"
-                clip = Clip(name, start, end, newest[-1].stream)
+                clip = Clip(name, start, end, None)
                 clips.append(clip)
-            if ring is not None:
-                fill(clip, ring)
-            if not clip.packets:  # the ring has moved on (a pipeline far behind its source)
+            first = self._gather(clip, frame)
+            if first is None:  # nothing to show (an image folder; a ring moved on)
                 clips.remove(clip)
                 self.without_packets += 1
                 return
             event["clip"] = clip.path
-            event["clip_at_s"] = round(max(frame.pts - clip.packets[0].time, 0.0), 3)
+            event["clip_at_s"] = round(max(frame.pts - first, 0.0), 3)
+
+    def _gather(self, clip: Clip, frame: Frame) -> float | None:
+        """What the clip shows up to now (under the lock): the time of its first frame, or
+        None when there is nothing."""
+        if self.config.annotated:
+            if not clip.frames:
+                drawn = self._drawn.get(frame.source_id)
+                clip.frames = drawn.since(clip.start) if drawn is not None else []
+            elif clip.frames[-1] is not frame:  # an extended clip that had passed its end
+                clip.frames.append(frame)
+            return clip.frames[0].pts if clip.frames else None
+        ring = self._rings.get(frame.source_id)
+        if ring is not None:
+            if clip.stream is None:
+                newest = ring.since(clip.start)
+                clip.stream = newest[-1].stream if newest else None
+            fill(clip, ring)
+        return clip.packets[0].time if clip.packets else None
 
     def _finish(self, source_id: str, clip: Clip) -> None:
         """Hands the clip to the writer (under the lock)."""
@@ -215,7 +255,10 @@ class ClipsSink(MediaSink[Clip]):
                         self._finish(source, clip)
 
     def _write(self, clip: Clip) -> None:
-        write_clip(self.root / clip.path, clip)
+        if clip.frames:
+            write_drawn(self.root / clip.path, clip.frames, self.config.crf)
+        else:
+            write_clip(self.root / clip.path, clip)
         self.retention.add(clip.path)
 
     def handle_message(self, message: Message) -> tuple[Message]:
@@ -223,6 +266,7 @@ class ClipsSink(MediaSink[Clip]):
             self._finish_all(message.source_id)
             with self._lock:
                 self._rings.pop(message.source_id, None)
+                self._drawn.pop(message.source_id, None)
         return (message,)
 
     def flush(self) -> tuple[()]:

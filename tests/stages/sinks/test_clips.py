@@ -5,6 +5,7 @@ packets are all in is written without waiting for the end."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,43 @@ def test_only_its_event_types_get_clips(tmp_path: Path, packets: list[EncodedPac
     node.process(item)
     node.close()
     assert "clip" not in item.events[0] and "clip" in item.events[1]
+
+
+def drawn_frame(seq: int, events: list[dict[str, Any]] | None = None) -> Frame:
+    """10 fps, a car-sized white block moving right, tracked as #5."""
+    from vapipe.stages.detections import Detections
+
+    image = np.full((120, 160, 3), 60, np.uint8)
+    x = 10 + 4 * seq
+    image[40:80, x : x + 30] = 255
+    dets = Detections(np.array([[x, 40, x + 30, 80]], np.float32), np.array([0.9], np.float32),
+                      np.array([2]), ("person", "bicycle", "car"), np.array([5]))  # fmt: skip
+    info = StreamInfo("cam", "x", 160, 120, Fraction(10))
+    item = Frame("cam", seq, seq / 10, T0 + seq / 10, image, info, detections=dets)
+    item.events.extend(events or [])
+    return item
+
+
+def test_annotated_clips_draw_and_encode_the_frames_around_the_event(tmp_path: Path) -> None:
+    node = sink(tmp_path, annotated=True, pre_s=0.5, post_s=0.5)
+    assert node.reads_pixels and not node.takes_packets  # its frames keep their pixels
+    assert ClipsSink("c", ClipsConfig()).takes_packets
+    frames = [drawn_frame(seq, [crossing(5)] if seq in (10, 12) else None) for seq in range(30)]
+    for item in frames:
+        node.process(item)
+    node.close()
+    first, second = frames[10].events[0], frames[12].events[0]
+    assert first["clip"] == second["clip"]  # 12 falls in 10's span: one clip, made longer
+    assert (first["clip_at_s"], second["clip_at_s"]) == (0.5, 0.7)
+    with av.open(str(tmp_path / first["clip"])) as container:
+        decoded = [(f.time, f.to_ndarray(format="bgr24")) for f in container.decode(video=0)]
+    # frames 5 to 17: 0.5 s before the first event to 0.5 s after the second
+    assert len(decoded) == 13
+    assert decoded[-1][0] - decoded[0][0] == pytest.approx(1.2, abs=1e-3)
+    # drawn: the box's outline in the track's colour where the frame had plain grey
+    at_event = decoded[5][1]
+    x = 10 + 4 * 10
+    edge = at_event[60, x - 1].astype(int)
+    assert np.abs(edge - 60).max() > 40, edge
+    assert np.abs(decoded[5][1][100, 150].astype(int) - 60).max() < 12  # untouched grey
+    assert node.stats()["written"] == 1
