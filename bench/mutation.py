@@ -117,6 +117,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "stages/sinks/snapshots.py": ["tests/stages/sinks/test_snapshots.py"],
     "stages/sinks/clips.py": ["tests/stages/sinks/test_clips.py"],
+    "stages/sinks/drawn_clips.py": ["tests/stages/sinks/test_clips.py"],
     "stages/source/packets.py": ["tests/stages/sinks/test_clips.py"],
     "stages/sinks/event_store.py": ["tests/stages/sinks/test_history.py"],
     "stages/sinks/history.py": ["tests/stages/sinks/test_history.py"],
