@@ -113,16 +113,33 @@ MODULES: dict[str, list[str]] = {
     # Issue 33: pictures, clips and the event history.
     "stages/sinks/media_files.py": [
         "tests/stages/sinks/test_media_files.py",
+        "tests/stages/sinks/test_media_sinks.py",
         "tests/stages/sinks/test_snapshots.py",
     ],
     "stages/sinks/snapshots.py": ["tests/stages/sinks/test_snapshots.py"],
-    "stages/sinks/clips.py": ["tests/stages/sinks/test_clips.py"],
-    "stages/sinks/drawn_clips.py": ["tests/stages/sinks/test_clips.py"],
-    "stages/source/packets.py": ["tests/stages/sinks/test_clips.py"],
-    "stages/sinks/event_store.py": ["tests/stages/sinks/test_history.py"],
-    "stages/sinks/history.py": ["tests/stages/sinks/test_history.py"],
+    "stages/sinks/clips.py": [
+        "tests/stages/sinks/test_clips.py",
+        "tests/stages/sinks/test_clip_edges.py",
+    ],
+    "stages/sinks/drawn_clips.py": [
+        "tests/stages/sinks/test_clips.py",
+        "tests/stages/sinks/test_drawn_clips.py",
+    ],
+    "stages/source/packets.py": [
+        "tests/stages/sinks/test_clips.py",
+        "tests/stages/source/test_packets.py",
+    ],
+    "stages/sinks/event_store.py": [
+        "tests/stages/sinks/test_history.py",
+        "tests/stages/sinks/test_history_edges.py",
+    ],
+    "stages/sinks/history.py": [
+        "tests/stages/sinks/test_history.py",
+        "tests/stages/sinks/test_history_sink.py",
+    ],
     "pipeline/serve/history_api.py": [
         "tests/pipeline/serve/test_history_api.py",
+        "tests/pipeline/serve/test_history_api_edges.py",
         "tests/pipeline/serve/test_http_api.py",
     ],
 }

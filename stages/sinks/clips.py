@@ -68,7 +68,6 @@ class Clip:
     """None for an annotated clip, whose ``frames`` are drawn and encoded."""
     packets: list[EncodedPacket] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
-    events: int = 1
     done: bool = False
     """Its packets are in, up to ``end``."""
 
@@ -209,7 +208,6 @@ class ClipsSink(MediaSink[Clip]):
             )
             if clip is not None:
                 clip.end = max(clip.end, end)
-                clip.events += 1
             else:
                 folder = sub_folder(cfg.path, frame.source_id, frame.capture_time)
                 name = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}.mp4"

@@ -19,8 +19,10 @@ from vapipe.stages.sinks.snapshots import (
     BestBoxes,
     SnapshotsConfig,
     SnapshotsSink,
+    box_of,
     crop_picture,
     crop_window,
+    overlap,
 )
 
 NAMES = ("person", "bicycle", "car")
@@ -157,6 +159,7 @@ def test_only_the_configured_event_types_get_pictures(tmp_path: Path) -> None:
     assert "snapshot" not in event.events[0]
     assert "snapshot" in event.events[1] and "snapshot_crop" not in event.events[1]
     assert len([p for p in tmp_path.rglob("*.jpg")]) == 1
+    assert (node.stats()["written"], node.stats()["failed"]) == (1, 0)
 
 
 def test_an_event_without_an_object_gets_the_frame_only(tmp_path: Path) -> None:
@@ -209,3 +212,66 @@ def test_a_full_queue_drops_the_picture_and_its_path(tmp_path: Path) -> None:
 def test_bad_keys_are_refused_in_one_line(key: str, value: object, said: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=re.escape(said)):
         SnapshotsConfig.model_validate({key: value})
+
+
+def test_crop_window_edges() -> None:
+    # a box of no size still gets a window of its padding around a pixel
+    assert crop_window((100, 100, 100, 100), 640, 360, 1, 0.5) == (99, 99, 101, 101)
+    # centred exactly on an odd-sized box (no rounding of the centre first)
+    assert crop_window((101, 101, 150, 150), 640, 360, 10, 0.0) == (101, 101, 150, 150)
+
+
+def test_a_narrow_frame_scales_the_crop_by_its_short_side() -> None:
+    tall = np.zeros((400, 100, 3), np.uint8)
+    assert crop_picture(tall, (40, 190, 60, 210), 160, 0.0).shape[:2] == (256, 160)
+
+
+def test_overlap_needs_area_on_both_axes() -> None:
+    assert overlap((0, 0, 10, 10), (5, 5, 15, 15))
+    assert not overlap((0, 0, 10, 10), (0, 10, 10, 20))  # touching below
+    assert not overlap((0, 0, 10, 10), (10, 0, 20, 10))  # touching at the side
+    assert not overlap((0, 0, 10, 10), (20, 0, 30, 10))
+    assert not overlap((20, 0, 30, 10), (0, 0, 10, 10))
+    assert not overlap((0, 20, 10, 30), (0, 0, 10, 10))
+
+
+def test_box_of_finds_the_tracks_own_box() -> None:
+    item = frame(
+        0, [(3, 0.9, [1, 1, 5, 5]), (7, 0.8, [10, 10, 20, 20]), (7, 0.7, [30, 30, 40, 40])]
+    )
+    assert box_of(item, 7) == (10, 10, 20, 20)  # the first of a repeated id
+    assert box_of(item, 3) == (1, 1, 5, 5)
+    assert box_of(item, 9) is None
+    untracked = frame(0, [(3, 0.9, [1, 1, 5, 5])])
+    untracked.detections = untracked.detections.replace(track_id=None)  # type: ignore[union-attr]
+    assert box_of(untracked, 3) is None
+    untracked.detections = None
+    assert box_of(untracked, 3) is None
+
+
+def test_untracked_frames_and_track_zero_in_the_best_boxes() -> None:
+    best = BestBoxes(1.0)
+    plain = frame(0, [(3, 0.9, [1, 1, 5, 5])])
+    plain.detections = plain.detections.replace(track_id=None)  # type: ignore[union-attr]
+    best.update(plain)
+    nothing = frame(1, [])
+    nothing.detections = None
+    best.update(nothing)
+    assert best.tracks == {}
+    best.update(frame(2, [(0, 0.5, [1, 1, 5, 5])]))  # 0 is an id; -1 is "untracked"
+    assert set(best.tracks) == {0}
+
+
+def test_the_box_in_the_event_is_rounded_to_hundredths(tmp_path: Path) -> None:
+    node = sink(tmp_path)
+    event = frame(0, [(7, 0.9, [100.123, 100.456, 180.789, 150.001])])
+    event.events.append(crossing())
+    node.process(event)
+    node.close()
+    assert event.events[0]["snapshot_box"] == [100.12, 100.46, 180.79, 150.0]
+
+
+def test_snapshots_is_a_registered_type() -> None:
+    from vapipe.pipeline.registry import lookup
+
+    assert lookup("snapshots") is SnapshotsSink
