@@ -275,3 +275,19 @@ def test_snapshots_is_a_registered_type() -> None:
     from vapipe.pipeline.registry import lookup
 
     assert lookup("snapshots") is SnapshotsSink
+
+
+@pytest.mark.parametrize(
+    ("key", "default", "good", "bad"),
+    [("crop_min_px", 160, [16, 4096], [15, 4097]), ("crop_pad", 0.15, [0, 2], [-0.01, 2.01]),
+     ("best_of_s", 1.0, [0, 30], [-0.01, 30.01]), ("quality", 85, [10, 100], [9, 101])],
+)  # fmt: skip
+def test_snapshot_keys_defaults_and_bounds(
+    key: str, default: float, good: list[float], bad: list[float]
+) -> None:
+    assert getattr(SnapshotsConfig(), key) == default
+    for value in good:
+        assert getattr(SnapshotsConfig.model_validate({key: value}), key) == value
+    for value in bad:
+        with pytest.raises(pydantic.ValidationError, match=key):
+            SnapshotsConfig.model_validate({key: value})
