@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vapipe.pipeline.frame import Frame
 from vapipe.stages.sinks.draw import annotate
-from vapipe.stages.sinks.encoder import Encoding, VideoFile, choose_codec
+from vapipe.stages.sinks.encoder import Encoding, VideoFile
 
 KEYFRAME_S = 1.0
 """A keyframe a second: a browser seeks to the event without decoding far."""
@@ -33,9 +33,8 @@ class FrameRing:
 
 
 def encoding(crf: int) -> Encoding:
-    """x264 where it opens (else the encoder ``choose_codec`` finds), fragmented throughout."""
-    codec, _ = choose_codec("libx264")
-    return Encoding(codec, "veryfast", crf, None, True, KEYFRAME_S, threads=1)
+    """x264, fragmented throughout."""
+    return Encoding("libx264", "veryfast", crf, None, True, KEYFRAME_S, threads=1)
 
 
 def write_drawn(path: Path, frames: list[Frame], crf: int) -> None:

@@ -3,7 +3,7 @@
 // from the service's event history. Plain JS, no build step, no CDN.
 "use strict";
 
-const past = { lines: new Set(), chartKey: "" };
+const past = { lines: new Set() };
 
 function mediaUrl(path) {
   return "/media/" + path.split("/").map(encodeURIComponent).join("/");
