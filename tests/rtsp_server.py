@@ -5,6 +5,10 @@ bad plugin sets): ``/usr/bin/python3 tests/rtsp_server.py PORT CLIP [USER:PASSWO
 lets the server bind a free port itself (no race with another process); it prints
 ``ready PORT`` once listening. Frames are sent at the clip's own pace, SPS/PPS with every
 keyframe (so a client that reconnects can decode again); the stream ends when the clip does.
+
+Each client gets a session of its own, from the clip's start, as a camera gives each viewer
+one: a shared media (GStreamer's ``set_shared``) let two clients that connected at once on a
+loaded machine break it for good (every later DESCRIBE failed: "Invalid data found").
 """
 
 import sys
@@ -43,7 +47,7 @@ def main() -> None:
         f"( filesrc location={clip} ! qtdemux ! h264parse ! "
         "rtph264pay name=pay0 pt=96 config-interval=-1 )"
     )
-    factory.set_shared(True)
+    factory.set_shared(False)
     if login:
         require_login(server, factory, login)
     server.get_mount_points().add_factory("/stream", factory)

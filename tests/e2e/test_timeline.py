@@ -40,12 +40,15 @@ def assert_real_time(frames_seen: list[dict], interval: float) -> None:
     steps = [b - a for a, b in itertools.pairwise(pts)]
     # Strictly increasing, and by real frame steps: frames may be dropped, never squeezed.
     assert min(steps) >= 0.5 * interval, f"a step of {min(steps) * 1e6:.0f} us"
-    # A frame's capture time is when it left the decoder, and FFmpeg holds the first second or
-    # so of a stream while it probes it, then decodes it at once: from 2 s in, the decoder
-    # keeps pace with the camera and both clocks must advance alike.
-    start = next(e for e in frames_seen if capture_s(e) >= capture_s(frames_seen[0]) + 2)
-    captured = capture_s(frames_seen[-1]) - capture_s(start)
-    assert abs((pts[-1] - start["pts"]) - captured) <= 1.0, (pts[-1] - start["pts"], captured)
+    # A frame's capture time is when it left the decoder. FFmpeg holds the first second or so
+    # of a stream while it probes it, and a loaded machine's decoder falls behind, then both
+    # come out at once: that adds to a frame's lag (capture minus pts), never takes from it.
+    # So the least lag is where the decoder kept pace, and both clocks advanced alike when it
+    # is the same on either side of the longest step (the outage, if there was one).
+    cut = steps.index(max(steps)) + 1 if max(steps) > 1.0 else len(pts) // 2
+    lags = [capture_s(e) - e["pts"] for e in frames_seen]
+    before, after = min(lags[:cut]), min(lags[cut:])
+    assert abs(after - before) <= 1.0, (before, after)
 
 
 def test_a_camera_reconnected_keeps_its_time_and_the_outage(tmp_path: Path) -> None:
@@ -77,9 +80,13 @@ def test_a_camera_reconnected_keeps_its_time_and_the_outage(tmp_path: Path) -> N
     assert len(before) >= 48 and len(after) >= 60
     assert_real_time(seen, 1 / RATE)
     assert_real_time(after, 1 / RATE)  # the new session's own durations
-    # The outage is in the timeline as it was on the wall clock.
+    # The outage is in the timeline as it was on the wall clock. Measured to a frame 2 s into
+    # the new session: its first frames leave the decoder only after FFmpeg's probe, which
+    # takes 1.5 s and more on a loaded machine (then they come out at once).
     gap = after[0]["pts"] - before[-1]["pts"]
-    assert abs(gap - (capture_s(after[0]) - capture_s(before[-1]))) <= 1.0
+    caught_up = next(e for e in after if capture_s(e) >= capture_s(after[0]) + 2)
+    on_the_wall = capture_s(caught_up) - capture_s(before[-1])
+    assert abs(caught_up["pts"] - before[-1]["pts"] - on_the_wall) <= 1.0
     assert gap >= 3.0
     video = probe_video(tmp_path / "out/cam.mp4")
     assert video["duration"] >= seen[-1]["pts"] - seen[0]["pts"]

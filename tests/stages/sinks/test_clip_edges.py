@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,27 @@ def crossing() -> dict[str, Any]:
     return {"event": "line_cross", "track_id": 1, "line": "road"}
 
 
+OPENED: list[ClipsSink] = []
+
+
+@pytest.fixture(autouse=True)
+def _closed() -> Iterator[None]:
+    """Every node's writer stopped with its test: a writer left running outlives pytest's log
+    capture."""
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
 def sink(tmp_path: Path, **config: object) -> ClipsSink:
     cfg = {"dir": str(tmp_path), "pre_s": 1.0, "post_s": 1.0, **config}
     node = ClipsSink("clips", ClipsConfig.model_validate(cfg))
     node.open(None)  # type: ignore[arg-type]
+    # These packets are made up (no stream to copy them into): the clips are handed over,
+    # not written.
+    node.writer.close()
+    node.writer = Writer("clips-writer", node.config.queue, lambda clip: None)
+    OPENED.append(node)
     return node
 
 
