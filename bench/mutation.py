@@ -60,6 +60,7 @@ MODULES: dict[str, list[str]] = {
     "stages/analytics/counting.py": [
         "tests/stages/analytics/test_counting.py",
         "tests/stages/analytics/test_crossing_rules.py",
+        "tests/stages/analytics/test_unseen_crossings.py",
     ],
     "pipeline/serve/runner.py": ["tests/pipeline/serve/test_service_runner.py"],
     # Issue 31: the Python API (its tests that run in this process: the documented examples'

@@ -135,6 +135,12 @@ class AnalyticsConfig(StageConfig):
     lost_s: float = Field(1.0, ge=0)
     """A track not seen for this long (stream seconds) has left its zones (``zone_exit``
     with ``reason = "lost"``)."""
+    unseen_crossings: bool = True
+    """After frames the detector skipped (``infer.interval``, a motion node), an object first
+    seen past a line may have crossed it unseen: its track is placed where its motion (from
+    its first two sightings) puts it when the detector last looked, and counts if that was on
+    the other side, unless a track that had already crossed lost its object there (the same
+    object under a new id). Every-frame detection is not affected."""
 
     @model_validator(mode="after")
     def _consistent(self) -> AnalyticsConfig:

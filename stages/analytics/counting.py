@@ -11,6 +11,7 @@ import numpy as np
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import Line, Zone, anchor_points, object_sizes
 from vapipe.stages.detections import Detections
+from vapipe.stages.nms import box_iou
 
 Event = dict[str, Any]
 
@@ -40,6 +41,21 @@ class TrackMemory:
     last_point: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Line name -> (signed distance, position along) where the track was last seen off the
     line."""
+    birth: Birth | None = None
+    """Where it was first seen, if the detector had skipped frames before: until its second
+    sighting tells how it moves."""
+
+
+@dataclass
+class Birth:
+    """A track first seen after frames the detector skipped."""
+
+    box: np.ndarray
+    pts: float
+    unseen_s: float
+    """Since the detector last looked: how long it may have moved unseen."""
+    gone: dict[int, np.ndarray]
+    """The boxes, when the detector last looked, of the tracks not seen at the birth."""
 
 
 class SourceAnalytics:
@@ -49,6 +65,9 @@ class SourceAnalytics:
         self.config = config
         self.lines, self.zones = lines, zones
         self.tracks: dict[int, TrackMemory] = {}
+        self._looked: float | None = None  # pts of the last frame the detector ran on
+        self._skipped = False  # and whether it skipped frames since
+        self._boxes: dict[int, np.ndarray] = {}  # the tracks' boxes then
 
     def update(self, dets: Detections, pts: float, predicted: bool) -> list[Event]:
         """Events caused by this frame's tracked detections, at stream time ``pts``. On a
@@ -60,16 +79,25 @@ class SourceAnalytics:
             tracked = dets[dets.track_id >= 0]
         ids = tracked.track_id.tolist() if tracked.track_id is not None else []
         names = [tracked.class_name(c) for c in tracked.class_id.tolist()]
-        for track_id, name in zip(ids, names, strict=True):
+        for track_id, name, box in zip(ids, names, tracked.xyxy, strict=True):
             memory = self.tracks.get(track_id)
             if memory is None:
-                self.tracks[track_id] = TrackMemory(name, pts)
+                memory = self.tracks[track_id] = TrackMemory(name, pts)
+                if not predicted and self._looked is not None and self._skipped:
+                    gone = {t: b for t, b in self._boxes.items() if t not in ids}
+                    memory.birth = Birth(box.copy(), pts, pts - self._looked, gone)
             else:
                 memory.last_seen = pts
+                if not predicted and memory.birth is not None:
+                    self._seen_moving(memory, box, pts)
         events: list[Event] = []
-        if not predicted:
+        if predicted:
+            self._skipped = True
+        else:
             for line in self.lines:
                 events.extend(self._cross(line, tracked, ids, names))
+            self._looked, self._skipped = pts, False
+            self._boxes = dict(zip(ids, tracked.xyxy.copy(), strict=True))
         for zone in self.zones:
             events.extend(self._visit(zone, tracked, ids, names, pts))
         events.extend(self._forget(pts))
@@ -156,6 +184,35 @@ class SourceAnalytics:
         del memory.crossing[key]
         return 0.0 <= crossing.position <= 1.0  # beyond the line's ends: a side change only
 
+    def _seen_moving(self, memory: TrackMemory, box: np.ndarray, pts: float) -> None:
+        """A track born after skipped frames, seen again: the side of each line it was on when
+        the detector last looked before its birth (its motion run back over the unseen time),
+        or that of the track it took over, becomes the side it comes from."""
+        birth, memory.birth = memory.birth, None
+        if birth is None or not self.config.unseen_crossings or pts <= birth.pts:
+            return
+        back = (box - birth.box) * (birth.unseen_s / (pts - birth.pts))
+        before = (birth.box - back)[None, :]
+        earlier = None
+        if birth.gone:
+            ids, boxes = zip(*birth.gone.items(), strict=True)
+            overlaps = box_iou(before[0], np.array(boxes))
+            if overlaps.max() >= HANDOVER_IOU:
+                earlier = self.tracks.get(ids[int(overlaps.argmax())])
+        for line in self.lines:
+            key = line.config.name
+            if key not in memory.sides or key in memory.crossing:
+                continue
+            if earlier is not None and key in earlier.sides:  # the same object: counted once
+                memory.sides[key] = earlier.sides[key]
+                memory.last_point[key] = earlier.last_point[key]
+                continue
+            signed, along = line.sides(anchor_points(before, line.anchor))
+            distance, size = float(signed[0]), float(object_sizes(before)[0])
+            if abs(distance) >= max(self.config.hysteresis_px, self.config.hysteresis_depth * size):
+                memory.sides[key] = 1 if distance > 0 else -1
+                memory.last_point[key] = (distance, float(along[0]))
+
     def _visit(
         self, zone: Zone, dets: Detections, ids: list[int], names: list[str], pts: float
     ) -> list[Event]:
@@ -226,6 +283,11 @@ class SourceAnalytics:
                 "track_ids": sorted(zone.members),
             }
         ]
+
+
+HANDOVER_IOU = 0.3
+"""A lost track whose last box overlaps a new track's run-back box this much was the same
+object."""
 
 
 def _where_crossed(last: tuple[float, float], distance: float, position: float) -> float:
