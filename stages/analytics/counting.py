@@ -199,10 +199,8 @@ class SourceAnalytics:
             overlaps = box_iou(before[0], np.array(boxes))
             if overlaps.max() >= HANDOVER_IOU:
                 earlier = self.tracks.get(ids[int(overlaps.argmax())])
-        for line in self.lines:
+        for line in self.lines:  # none is mid-crossing: lines count on detected frames only
             key = line.config.name
-            if key not in memory.sides or key in memory.crossing:
-                continue
             if earlier is not None and key in earlier.sides:  # the same object: counted once
                 memory.sides[key] = earlier.sides[key]
                 memory.last_point[key] = earlier.last_point[key]

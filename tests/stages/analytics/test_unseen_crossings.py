@@ -49,9 +49,43 @@ def test_back_within_the_hysteresis_band_is_no_side() -> None:
 
 
 def test_every_frame_detection_counts_only_what_it_saw() -> None:
-    """Seen on every frame, an object first seen past the line was not before it."""
-    path = [None] * 6 + [(110, 100), (120, 100), (130, 100), (140, 100)]
+    """Seen on every frame, an object first seen past the line was not before it (fast: one
+    frame back it would be 10 px before the line)."""
+    path = [None] * 6 + [(110, 100), (130, 100), (150, 100), (170, 100)]
     events, _ = run({"lines": [LINE]}, {1: path})
+    assert crossings(events) == []
+
+
+def test_a_track_first_seen_on_a_guessed_frame_is_not_run_back() -> None:
+    """Only a detected frame starts the run-back: a guess is no sighting."""
+    path: Path = [None] * 8 + [(115, 100), (135, 100)]  # frames 8 (guessed) and 9
+    events, _ = run({"lines": [LINE]}, {1: path}, predicted=EVERY_THIRD)
+    assert crossings(events) == []
+
+
+def test_the_run_back_spans_only_the_time_the_detector_did_not_look() -> None:
+    """Born at frame 6, missed at 9, seen at 12: it moved 0.6 s between its sightings but was
+    unseen for 0.3 s before its birth, so it is run back half of what it moved."""
+    missed = [None] * 6 + [(110, 100)] * 3 + [None] * 3
+    events, _ = run({"lines": [LINE]}, {1: [*missed, (150, 100)]}, predicted=EVERY_THIRD)
+    assert crossings(events) == [(1, "out")]  # back 20 px, to 90
+    events, _ = run({"lines": [LINE]}, {1: [*missed, (130, 100)]}, predicted=EVERY_THIRD)
+    assert crossings(events) == []  # back 10 px, to 100: on the line
+
+
+def test_born_on_the_line_it_comes_from_where_it_is_run_back_to() -> None:
+    # 2 px past, inside the band: no side at its birth; run back to 74, it crossed.
+    events, _ = run({"lines": [LINE]}, {1: born_past_the_line(102, 130)}, predicted=EVERY_THIRD)
+    assert crossings(events) == [(1, "out")]
+
+
+def test_the_band_scales_with_the_object() -> None:
+    """Run back to 6 px before the line: a side for a 20 px tall box (band 4 px), the line
+    itself for a 200 px one (band 5% of it, 10 px)."""
+    path = born_past_the_line(110, 126)
+    events, _ = run({"lines": [LINE]}, {1: path}, predicted=EVERY_THIRD)
+    assert crossings(events) == [(1, "out")]
+    events, _ = run({"lines": [LINE]}, {1: path}, height=200, predicted=EVERY_THIRD)
     assert crossings(events) == []
 
 
@@ -77,9 +111,10 @@ def test_the_same_object_under_a_new_id_counts_once() -> None:
     assert crossings(events) == [(1, "out")] and summary["lines"]["gate"]["out"] == 1
     # The old track had not crossed (it was lost before the line): the new one counts.
     lost_before = [(20, 100), (40, 100), (60, 100), (85, 100)]
-    events, _ = run({"lines": [LINE]}, {1: lost_before, 2: found_again}, width=80,
-                    predicted=EVERY_THIRD)  # fmt: skip
-    assert crossings(events) == [(2, "out")]
+    two_lines = {"lines": [LINE, {**LINE, "name": "gate2"}]}  # each line takes its side
+    events, _ = run(two_lines, {1: lost_before, 2: found_again}, width=80, predicted=EVERY_THIRD)
+    assert [(e["track_id"], e["line"]) for e in events if e["event"] == "line_cross"] == [
+        (2, "gate"), (2, "gate2")]  # fmt: skip
     # Far from the old track's last box (no overlap): another object, which crossed.
     far = {1: [(20, 30), (60, 30), (90, 30), (115, 30)], 2: found_again}
     events, _ = run({"lines": [LINE]}, far, width=80, predicted=EVERY_THIRD)
