@@ -2,7 +2,8 @@
 after, copied from the source's own encoded packets (no re-encoding: the pre-roll is a ring
 of the last seconds of packets, from the keyframe before). Events whose clips would overlap
 share one. Placed before the event sinks, it puts the clip's path in the event, with where in
-the clip the event is (``clip_at_s``)."""
+the clip the event is (``clip_at_s``). A clip is written once a frame past its end has come,
+or when its camera goes down, its stream is removed or the run ends."""
 
 from __future__ import annotations
 
@@ -260,8 +261,12 @@ class ClipsSink(MediaSink[Clip]):
         self.retention.add(clip.path)
 
     def handle_message(self, message: Message) -> tuple[Message]:
-        if message.kind == "source_removed":
+        # A camera that went down ends its clips there: the next session's packets never join
+        # them, and one that never comes back (a service keeps it until it is removed) would
+        # hold its last event's clip unwritten.
+        if message.kind in ("source_down", "source_removed"):
             self._finish_all(message.source_id)
+        if message.kind == "source_removed":
             with self._lock:
                 self._rings.pop(message.source_id, None)
                 self._drawn.pop(message.source_id, None)

@@ -4,6 +4,8 @@ row in the history, whose counts per bucket are the events sink's counts."""
 
 from __future__ import annotations
 
+import json
+import signal
 from pathlib import Path
 
 import av
@@ -12,7 +14,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
-from tests.e2e.helpers import REPO, cli, read_events
+from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
+from tests.e2e.rtsp import rtsp_server
 from vapipe.stages.sinks.event_store import EventStore, records_in
 
 SERVICE = REPO / "configs" / "service.toml"
@@ -109,3 +112,35 @@ def test_the_history_holds_every_event_and_counts_as_the_events_sink(run: Path) 
     assert totals == {k: v for k, v in final.items() if k != "by_class" and v}
     assert sum(totals.values()) == len([e for e in events if e["event"] == "line_cross"])
     assert (run / "out" / "media" / ".clips.written").is_file()
+
+
+def test_a_camera_that_goes_down_has_its_last_clip_written_at_once(tmp_path: Path) -> None:
+    """The camera dies within its last crossing's post-roll and never comes back: the clip is
+    written then, with what was sent, not when the run or the stream ends."""
+    events_path = tmp_path / "out" / "cam.jsonl"
+
+    def first_clip() -> dict | None:  # type: ignore[type-arg]
+        for line in read_lines(events_path):
+            event = json.loads(line)
+            if event["event"] == "line_cross" and "clip" in event:
+                return event
+        return None
+
+    with rtsp_server(asset("media", "traffic.mp4")) as server:
+        run = spawn(str(SERVICE), "--set", f"cam.uri={server.url}", "--set",
+                    "cam.reconnect.initial_s=0.5", "--set", "cam.reconnect.max_s=1",
+                    cwd=tmp_path)  # fmt: skip
+        wait_for(lambda: first_clip() is not None, 120, "a crossing with a clip")
+        server.kill()  # within the clip's 3 s of post-roll
+    event = first_clip()
+    assert event is not None
+    clip = tmp_path / "out" / "media" / event["clip"]
+    wait_for(lambda: '"source_down"' in events_path.read_text(), 30, "source_down")
+    wait_for(clip.exists, 60, "the clip, with the camera still down and the run going")
+    assert run.poll() is None
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stderr[-2000:]
+    with av.open(str(clip)) as container:
+        frames = sum(1 for _ in container.decode(video=0))
+    assert frames > 0

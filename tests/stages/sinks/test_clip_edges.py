@@ -147,15 +147,31 @@ def test_fill_stops_at_the_first_packet_past_the_end() -> None:
     assert [p.time for p in clip.packets] == [0.0, 1.0] and clip.done
 
 
-@pytest.mark.parametrize("kind", ["source_down", "source_up"])
-def test_only_a_removal_ends_a_sources_clips(tmp_path: Path, kind: str) -> None:
+def test_a_removal_ends_a_sources_clips_and_its_ring(tmp_path: Path) -> None:
     node = sink(tmp_path)
     feed(node, 0.0, 2.0)
     node.process(frame(2.0, [crossing()]))
-    node.handle_message(Message("cam", kind, 0.0))
+    node.handle_message(Message("cam", "source_up", 0.0))
+    node.handle_message(Message("other", "source_down", 0.0))  # another camera's
     assert len(open_clips(node)) == 1 and "cam" in node._rings
     node.handle_message(Message("cam", "source_removed", 0.0))
     assert open_clips(node) == [] and "cam" not in node._rings
+
+
+def test_a_camera_that_goes_down_ends_its_clips_and_keeps_its_ring(tmp_path: Path) -> None:
+    """Its next session's packets never join them; one that never comes back must not hold
+    its last event's clip unwritten."""
+    node = sink(tmp_path)
+    handed: list[Clip] = []
+    node.writer.close()
+    node.writer = Writer("clips-writer", 4, handed.append)
+    feed(node, 0.0, 2.0)
+    node.process(frame(2.0, [crossing()]))
+    clip = open_clips(node)[0]
+    node.handle_message(Message("cam", "source_down", 0.0))
+    node.writer.close()
+    assert handed == [clip] and [p.time for p in clip.packets][-1] == 2.0
+    assert open_clips(node) == [] and "cam" in node._rings
 
 
 def test_an_event_older_than_the_ring_is_at_its_start(tmp_path: Path) -> None:
