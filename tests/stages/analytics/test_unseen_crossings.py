@@ -119,3 +119,24 @@ def test_the_same_object_under_a_new_id_counts_once() -> None:
     far = {1: [(20, 30), (60, 30), (90, 30), (115, 30)], 2: found_again}
     events, _ = run({"lines": [LINE]}, far, width=80, predicted=EVERY_THIRD)
     assert crossings(events) == [(1, "out"), (2, "out")]
+
+
+def test_a_tall_box_run_back_into_its_band_is_on_no_side() -> None:
+    """Born at frame 6, missed at 9 and 12, seen 60 px past the line at 15 (deep enough for a
+    200 px box): run back a third of its 48 px, to 4 px before the line. A side for a 20 px
+    box (band 4 px); inside a 200 px box's band (10 px)."""
+    path: Path = [None] * 6 + [(112, 100)] * 3 + [None] * 6 + [(160, 100)]
+    events, _ = run({"lines": [LINE]}, {1: path}, predicted=EVERY_THIRD)
+    assert crossings(events) == [(1, "out")]
+    events, _ = run({"lines": [LINE]}, {1: path}, height=200, predicted=EVERY_THIRD)
+    assert crossings(events) == []
+
+
+def test_without_a_band_half_a_pixel_decides_the_side() -> None:
+    config = {"lines": [LINE], "hysteresis_px": 0, "hysteresis_depth": 0}
+    before = born_past_the_line(110, 120.5)  # back to 99.5: before the line
+    events, _ = run(config, {1: before}, predicted=EVERY_THIRD)
+    assert crossings(events) == [(1, "out")]
+    past = born_past_the_line(110, 119.5)  # back to 100.5: past it already
+    events, _ = run(config, {1: past}, predicted=EVERY_THIRD)
+    assert crossings(events) == []
