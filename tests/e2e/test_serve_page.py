@@ -4,13 +4,14 @@ stream and saving it, which then counts crossings."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import asset
-from tests.e2e.helpers import REPO
+from tests.e2e.helpers import REPO, make_clip
 from tests.e2e.serve_helpers import Events, serve
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -239,3 +240,58 @@ def test_the_page_shows_past_events_plays_a_clip_charts_counts_and_keeps_them_af
         assert one["snapshot"] == newest["snapshot"]
         clip = client.get(one["urls"]["clip"], headers={"Range": "bytes=0-99"})
         assert clip.status_code == 206 and len(clip.content) == 100
+
+
+# Each tile's box, and whether any of its texts is cut (wider than the box that shows it).
+TILE_LAYOUT = """
+return [...document.querySelectorAll("#grid .tile")].map((tile) => {
+  const box = tile.getBoundingClientRect();
+  const cut = [...tile.querySelectorAll(".info > *")].some(
+    (item) => item.scrollWidth > item.clientWidth + 1 ||
+              item.getBoundingClientRect().right > box.right + 1);
+  return {id: tile.dataset.stream, left: box.left, top: box.top, right: box.right,
+          bottom: box.bottom, width: box.width, cut: cut};
+});
+"""
+
+
+@pytest.mark.parametrize("window", [(1400, 1000), (500, 1000)])
+def test_sixteen_streams_get_tiles_that_keep_their_width_pictures_and_text(
+    tmp_path: Path, browser, window: tuple[int, int]
+) -> None:  # type: ignore[no-untyped-def]
+    """A doorway-per-tile wall: 16 streams at once, on a wide window (columns) and a narrow
+    one (one column); every tile at least 260 px wide, none over another, every picture
+    drawn and no text cut."""
+    clip = make_clip(tmp_path / "small.mp4", frames=50, width=320, height=180, rate=10)
+    config = tmp_path / "wall.toml"
+    config.write_text(
+        'links = ["cam ! events"]\n'
+        f'[nodes.cam]\ntype = "source"\nuri = "{clip}"\nloop = true\nrealtime = true\n'
+        '[nodes.events]\ntype = "events"\npath = "out/{source_id}.jsonl"\n'
+        "empty_frames = false\n"
+    )
+    browser.set_window_size(*window)
+    with serve(tmp_path, config=config) as served, served.client() as http:
+        for index in range(1, 16):
+            added = http.post("/api/streams", json={"id": f"door-{index:02d}", "uri": str(clip),
+                                                     "options": {"loop": True}})  # fmt: skip
+            assert added.status_code == 201, added.text
+        assert served.url is not None
+        browser.get(served.url + "/")
+        wait = WebDriverWait(browser, 120, poll_frequency=0.2)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#grid .tile img")) == 16)
+        for picture in browser.find_elements(By.CSS_SELECTOR, "#grid .tile img"):
+            wait.until(lambda d, picture=picture: d.execute_script(PICTURE_STD, picture) > 10)
+        tiles = browser.execute_script(TILE_LAYOUT)
+        shot = tmp_path / f"wall-{window[0]}.png"
+        browser.save_screenshot(str(shot))
+        print(f"screenshot of 16 tiles: {shot}")
+    assert sorted(t["id"] for t in tiles) == ["cam"] + [f"door-{i:02d}" for i in range(1, 16)]
+    assert all(t["width"] >= 260 for t in tiles), [round(t["width"]) for t in tiles]
+    assert not [t["id"] for t in tiles if t["cut"]]
+    for a, b in itertools.combinations(tiles, 2):
+        apart = (a["right"] <= b["left"] or b["right"] <= a["left"]
+                 or a["bottom"] <= b["top"] or b["bottom"] <= a["top"])  # fmt: skip
+        assert apart, (a, b)
+    columns = len({round(t["left"]) for t in tiles})
+    assert columns == (1 if window[0] < 900 else 3), columns
