@@ -140,7 +140,8 @@ class AnalyticsConfig(StageConfig):
     seen past a line may have crossed it unseen: its track is placed where its motion (from
     its first two sightings) puts it when the detector last looked, and counts if that was on
     the other side, unless a track that had already crossed lost its object there (the same
-    object under a new id). Every-frame detection is not affected."""
+    object under a new id). Only over up to ``lost_s`` unseen (not a long stillness or an
+    outage); every-frame detection is not affected."""
 
     @model_validator(mode="after")
     def _consistent(self) -> AnalyticsConfig:

@@ -83,9 +83,17 @@ class SourceAnalytics:
             memory = self.tracks.get(track_id)
             if memory is None:
                 memory = self.tracks[track_id] = TrackMemory(name, pts)
-                if not predicted and self._looked is not None and self._skipped:
+                unseen_s = pts - self._looked if self._looked is not None else None
+                # Not over a long stillness (a motion node) or an outage: over minutes, any
+                # object's run-back lands across every line.
+                if (
+                    not predicted
+                    and self._skipped
+                    and unseen_s is not None
+                    and (unseen_s <= self.config.lost_s)
+                ):
                     gone = {t: b for t, b in self._boxes.items() if t not in ids}
-                    memory.birth = Birth(box.copy(), pts, pts - self._looked, gone)
+                    memory.birth = Birth(box.copy(), pts, unseen_s, gone)
             else:
                 memory.last_seen = pts
                 if not predicted and memory.birth is not None:

@@ -140,3 +140,15 @@ def test_without_a_band_half_a_pixel_decides_the_side() -> None:
     past = born_past_the_line(110, 119.5)  # back to 100.5: past it already
     events, _ = run(config, {1: past}, predicted=EVERY_THIRD)
     assert crossings(events) == []
+
+
+def test_no_run_back_over_more_than_lost_s_unseen() -> None:
+    """After a long stillness (a motion node) or an outage, an object's run-back would land
+    across any line: births that long after the detector last looked are not run back."""
+    guessed = frozenset(range(1, 12))  # the detector looks at frame 0, then at 12
+    path: Path = [None] * 12 + [(110, 100), (140, 100)]  # born 1.2 s after frame 0
+    events, _ = run({"lines": [LINE]}, {1: path}, predicted=guessed)
+    assert crossings(events) == []
+    # Unseen for exactly lost_s (1.2 s here): run back, counted.
+    events, _ = run({"lines": [LINE], "lost_s": 1.2}, {1: path}, predicted=guessed)
+    assert crossings(events) == [(1, "out")]
