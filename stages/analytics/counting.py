@@ -67,7 +67,7 @@ class SourceAnalytics:
         self.tracks: dict[int, TrackMemory] = {}
         self._looked: float | None = None  # pts of the last frame the detector ran on
         self._skipped = False  # and whether it skipped frames since
-        self._boxes: dict[int, np.ndarray] = {}  # the tracks' boxes then
+        self._seen: tuple[list[int], np.ndarray] = ([], np.zeros((0, 4)))  # ids, boxes then
 
     def update(self, dets: Detections, pts: float, predicted: bool) -> list[Event]:
         """Events caused by this frame's tracked detections, at stream time ``pts``. On a
@@ -79,20 +79,15 @@ class SourceAnalytics:
             tracked = dets[dets.track_id >= 0]
         ids = tracked.track_id.tolist() if tracked.track_id is not None else []
         names = [tracked.class_name(c) for c in tracked.class_id.tolist()]
+        unseen_s = self._unseen_s(pts, predicted)
+        gone: dict[int, np.ndarray] | None = None  # shared by this frame's births
         for track_id, name, box in zip(ids, names, tracked.xyxy, strict=True):
             memory = self.tracks.get(track_id)
             if memory is None:
                 memory = self.tracks[track_id] = TrackMemory(name, pts)
-                unseen_s = pts - self._looked if self._looked is not None else None
-                # Not over a long stillness (a motion node) or an outage: over minutes, any
-                # object's run-back lands across every line.
-                if (
-                    not predicted
-                    and self._skipped
-                    and unseen_s is not None
-                    and (unseen_s <= self.config.lost_s)
-                ):
-                    gone = {t: b for t, b in self._boxes.items() if t not in ids}
+                if unseen_s is not None:
+                    if gone is None:
+                        gone = {t: b for t, b in zip(*self._seen, strict=True) if t not in ids}
                     memory.birth = Birth(box.copy(), pts, unseen_s, gone)
             else:
                 memory.last_seen = pts
@@ -105,7 +100,7 @@ class SourceAnalytics:
             for line in self.lines:
                 events.extend(self._cross(line, tracked, ids, names))
             self._looked, self._skipped = pts, False
-            self._boxes = dict(zip(ids, tracked.xyxy.copy(), strict=True))
+            self._seen = (ids, tracked.xyxy)  # a frame's own copy (a masked selection)
         for zone in self.zones:
             events.extend(self._visit(zone, tracked, ids, names, pts))
         events.extend(self._forget(pts))
@@ -192,12 +187,24 @@ class SourceAnalytics:
         del memory.crossing[key]
         return 0.0 <= crossing.position <= 1.0  # beyond the line's ends: a side change only
 
+    def _unseen_s(self, pts: float, predicted: bool) -> float | None:
+        """How long the detector had not looked when it looks again at ``pts``: what a track
+        born now may have moved unseen. None where no run-back applies: a guessed frame,
+        every-frame detection, the rule off, or more than ``lost_s`` (a motion node's long
+        stillness, an outage: over minutes, any object's run-back lands across every line)."""
+        if predicted or not self._skipped or self._looked is None:
+            return None
+        unseen_s = pts - self._looked
+        if not self.config.unseen_crossings or unseen_s > self.config.lost_s:
+            return None
+        return unseen_s
+
     def _seen_moving(self, memory: TrackMemory, box: np.ndarray, pts: float) -> None:
         """A track born after skipped frames, seen again: the side of each line it was on when
         the detector last looked before its birth (its motion run back over the unseen time),
         or that of the track it took over, becomes the side it comes from."""
         birth, memory.birth = memory.birth, None
-        if birth is None or not self.config.unseen_crossings or pts <= birth.pts:
+        if birth is None or pts <= birth.pts:
             return
         back = (box - birth.box) * (birth.unseen_s / (pts - birth.pts))
         before = (birth.box - back)[None, :]
