@@ -11,9 +11,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import pytest
 
+from tests.stages.sinks.config_bounds import assert_bounds
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream, Frame, Message, StreamInfo
 from vapipe.stages.sinks.clips import Clip, ClipsConfig, ClipsSink, Ring, fill
 from vapipe.stages.sinks.media_files import Writer
@@ -79,11 +79,7 @@ def test_defaults_and_bounds() -> None:
         ("pre_s", [0, 120], [-0.1, 120.5]), ("post_s", [0, 120], [-0.1, 120.5]),
         ("max_clip_s", [0.5, 3600], [0, 3600.5]), ("crf", [0, 51], [-1, 52]),
     ):  # fmt: skip
-        for value in good:
-            assert getattr(ClipsConfig.model_validate({key: value}), key) == value
-        for value in bad:
-            with pytest.raises(pydantic.ValidationError):
-                ClipsConfig.model_validate({key: value})
+        assert_bounds(ClipsConfig, key, good, bad)
 
 
 def test_a_packet_and_a_frame_exactly_at_the_end_belong_to_the_clip(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
+from tests.stages.source.test_packets import Tap
 from vapipe.pipeline.frame import EncodedPacket, Frame, Message, StreamInfo
 from vapipe.stages.sinks.clips import ClipsConfig, ClipsSink, Ring
 from vapipe.stages.source.packets import PacketFeed, encoded_stream
@@ -21,27 +22,17 @@ from vapipe.stages.source.packets import PacketFeed, encoded_stream
 T0 = 1_796_000_000.0
 
 
-class Collect:
-    takes_packets = True
-
-    def __init__(self) -> None:
-        self.packets: list[EncodedPacket] = []
-
-    def take_packet(self, source_id: str, packet: EncodedPacket) -> None:
-        self.packets.append(packet)
-
-
 @pytest.fixture(scope="module")
 def packets() -> list[EncodedPacket]:
     """The clip's packets as the source hands them (frame pts = container pts + 100 s)."""
-    collect = Collect()
-    feed = PacketFeed("cam", [collect])  # type: ignore[list-item] - duck-typed tap
+    tap = Tap()
+    feed = PacketFeed("cam", [tap])  # type: ignore[list-item] - duck-typed tap
     with av.open(str(asset("media", "traffic.mp4"))) as container:
         feed.new_session(container.streams.video[0])
         for index, packet in enumerate(container.demux(video=0)):
             feed.add(packet, None if index < 3 else 100.0)  # the first three wait for a frame
-    assert len(collect.packets) == 480
-    return collect.packets
+    assert len(tap.got) == 480
+    return tap.got
 
 
 def frame(seq: int, events: list[dict[str, Any]]) -> Frame:

@@ -7,9 +7,9 @@ import logging
 import threading
 from pathlib import Path
 
-import pydantic
 import pytest
 
+from tests.stages.sinks.config_bounds import assert_bounds
 from vapipe.pipeline.errors import ConfigError
 from vapipe.stages.sinks.media_files import MediaConfig, Retention, Writer, sub_folder
 from vapipe.stages.sinks.snapshots import SnapshotsConfig, SnapshotsSink
@@ -21,11 +21,7 @@ from vapipe.stages.sinks.snapshots import SnapshotsConfig, SnapshotsSink
      ("max_bytes", [1], [0, -1])],
 )  # fmt: skip
 def test_bounds_of_the_shared_keys(key: str, good: list[object], bad: list[object]) -> None:
-    for value in good:
-        assert getattr(MediaConfig.model_validate({key: value}), key) == value
-    for value in bad:
-        with pytest.raises(pydantic.ValidationError, match=key):
-            MediaConfig.model_validate({key: value})
+    assert_bounds(MediaConfig, key, good, bad)
     defaults = MediaConfig()
     assert (defaults.queue, defaults.max_age_days, defaults.max_bytes) == (64, None, None)
     assert defaults.event_types == ["line_cross", "zone_enter", "zone_dwell"]
