@@ -51,7 +51,9 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/track/test_bytetrack.py",
         "tests/stages/track/test_identity.py",
         "tests/stages/track/test_coast.py",
+        "tests/stages/track/test_backtrace.py",
     ],
+    "stages/track/backtrace.py": ["tests/stages/track/test_backtrace.py"],
     "stages/track/boxes.py": [
         "tests/stages/track/test_bytetrack.py",
         "tests/stages/track/test_identity.py",
@@ -61,6 +63,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/analytics/test_counting.py",
         "tests/stages/analytics/test_crossing_rules.py",
         "tests/stages/analytics/test_unseen_crossings.py",
+        "tests/stages/track/test_backtrace.py",
     ],
     "pipeline/serve/runner.py": ["tests/pipeline/serve/test_service_runner.py"],
     # Issue 31: the Python API (its tests that run in this process: the documented examples'
@@ -161,6 +164,7 @@ PARTS: dict[str, tuple[str, ...]] = {
         "_correct",
         "coast",
         "_associate",
+        "_trace_back",
     ),
     "stages/nms.py": ("ClassFilterCheck", "process", "stats", "__init__"),
     "pipeline/errors.py": ("install_hint", "MissingDependencyError"),

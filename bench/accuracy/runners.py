@@ -27,7 +27,7 @@ from vapipe.stages.track.stage import TrackStage
 
 BEFORE = {
     "track": {"high_score": 0.5, "new_track_score": 0.6, "confirm_frames": 2, "lost_s": 1.0,
-              "class_aware": True, "merge_iou": 1.0},
+              "class_aware": True, "merge_iou": 1.0, "backtrace_s": 0.0},
     "analytics": {"min_crossing_frames": 1, "min_crossing_px": 0, "min_crossing_depth": 0},
     "conf": 0.3,
 }  # fmt: skip

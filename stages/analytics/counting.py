@@ -69,10 +69,18 @@ class SourceAnalytics:
         self._skipped = False  # and whether it skipped frames since
         self._seen: tuple[list[int], np.ndarray] = ([], np.zeros((0, 4)))  # ids, boxes then
 
-    def update(self, dets: Detections, pts: float, predicted: bool) -> list[Event]:
+    def update(
+        self,
+        dets: Detections,
+        pts: float,
+        predicted: bool,
+        origins: dict[int, np.ndarray] | None = None,
+    ) -> list[Event]:
         """Events caused by this frame's tracked detections, at stream time ``pts``. On a
         ``predicted`` frame (the detector skipped it; the boxes are the tracker's guesses)
-        lines wait for the next detection: a guess that overshoots never counts."""
+        lines wait for the next detection: a guess that overshoots never counts. ``origins``:
+        where tracks new on this frame were first seen, less surely (``track.backtrace_s``):
+        the side of each line they come from."""
         if dets.track_id is None:
             tracked = dets[np.zeros(len(dets), bool)]
         else:
@@ -85,7 +93,10 @@ class SourceAnalytics:
             memory = self.tracks.get(track_id)
             if memory is None:
                 memory = self.tracks[track_id] = TrackMemory(name, pts)
-                if unseen_s is not None:
+                origin = origins.get(track_id) if origins else None
+                if origin is not None:
+                    self._came_from(memory, origin[None, :])
+                elif unseen_s is not None:
                     if gone is None:
                         gone = {t: b for t, b in zip(*self._seen, strict=True) if t not in ids}
                     memory.birth = Birth(box.copy(), pts, unseen_s, gone)
@@ -214,14 +225,22 @@ class SourceAnalytics:
             overlaps = box_iou(before[0], np.array(boxes))
             if overlaps.max() >= HANDOVER_IOU:
                 earlier = self.tracks.get(ids[int(overlaps.argmax())])
+        self._came_from(memory, before, earlier)
+
+    def _came_from(
+        self, memory: TrackMemory, box: np.ndarray, earlier: TrackMemory | None = None
+    ) -> None:
+        """The side of each line that ``box`` (one row) is on, clear of the line, becomes the
+        side the track comes from; or, for a track that took over ``earlier``'s object, the
+        side that one was last counted on."""
         for line in self.lines:  # none is mid-crossing: lines count on detected frames only
             key = line.config.name
             if earlier is not None and key in earlier.sides:  # the same object: counted once
                 memory.sides[key] = earlier.sides[key]
                 memory.last_point[key] = earlier.last_point[key]
                 continue
-            signed, along = line.sides(anchor_points(before, line.anchor))
-            distance, size = float(signed[0]), float(object_sizes(before)[0])
+            signed, along = line.sides(anchor_points(box, line.anchor))
+            distance, size = float(signed[0]), float(object_sizes(box)[0])
             if abs(distance) >= max(self.config.hysteresis_px, self.config.hysteresis_depth * size):
                 memory.sides[key] = 1 if distance > 0 else -1
                 memory.last_point[key] = (distance, float(along[0]))

@@ -28,4 +28,7 @@ class Tracker(Protocol):
 
     # A tracker may also have ``coast(time_s) -> Detections``: the boxes of its tracks where
     # its motion model puts them at ``time_s``, for a frame the detector skipped
-    # (``infer.interval``). One without it gives such frames no detections.
+    # (``infer.interval``). One without it gives such frames no detections. It may also have
+    # ``origins: dict[int, np.ndarray]``: for the tracks that got their id on the last
+    # ``update``, where each was first seen, less surely (the analytics count a line crossed
+    # before then).

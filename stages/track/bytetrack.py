@@ -20,6 +20,10 @@ walkers in one box) is part of them: it neither starts a track nor confirms a te
 Detected less often (``infer.interval``), an object may move further than its own width
 between two detections: what plain overlap left unmatched is matched again on boxes widened
 in proportion to the frames skipped (``gap_buffer``).
+
+A track identified now may have been in view, less surely, for a while: its path is traced
+back through the boxes no identified track held (``backtrace_s``, backtrace.py), and where it
+began is handed to the analytics in ``origins``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 
 from vapipe.stages.detections import Detections
 from vapipe.stages.track import kalman
+from vapipe.stages.track.backtrace import Backtrace
 from vapipe.stages.track.boxes import (
     aspect,
     duplicates_of,
@@ -71,6 +76,10 @@ class ByteTracker:
         self.last_seen = np.zeros(0, np.float64)
         self.mean = np.zeros((0, 8))
         self.cov = np.zeros((0, 8, 8))
+        self.backtrace = Backtrace(params.backtrace_s)
+        self.origins: dict[int, np.ndarray] = {}
+        """Track id -> the earliest box of its traced-back path, for the tracks that got their
+        id on the last detected frame (``backtrace_s``)."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -82,6 +91,7 @@ class ByteTracker:
         p = self.params
         self.frames += 1
         self.names = dets.names
+        first_new_id = self.next_id
         self._advance(time_s)
         primary = duplicates_of(dets, p.merge_iou)
         kept = primary < 0
@@ -141,7 +151,30 @@ class ByteTracker:
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
         born = born[~self._fragments(dets, born, det_rows)]  # nor inside a box step 3 took
         track_id[born] = self._start(dets[born], time_s)
+        self._trace_back(dets, track_id, first_new_id, kept, time_s)
         return dets.replace(track_id=track_id, class_id=class_id)
+
+    def _trace_back(
+        self,
+        dets: Detections,
+        track_id: np.ndarray,
+        first_new_id: int,
+        kept: np.ndarray,
+        time_s: float,
+    ) -> None:
+        """The origins of the tracks identified on this frame; then this frame's boxes that no
+        identified track holds (merged duplicates and parts of held objects aside) join the
+        paths later tracks are traced back along."""
+        self.origins = {}
+        if self.params.backtrace_s <= 0:
+            return
+        for k in np.flatnonzero(track_id >= first_new_id).tolist():
+            origin = self.backtrace.origin(dets.xyxy[k].astype(np.float64), time_s)
+            if origin is not None:
+                self.origins[int(track_id[k])] = origin
+        free = np.flatnonzero(kept & (track_id < 0))
+        free = free[~self._fragments(dets, free, np.flatnonzero(track_id >= 0))]
+        self.backtrace.add(dets.xyxy[free], time_s)
 
     def coast(self, time_s: float, still: bool = False) -> Detections:
         """A frame the detector skipped (``infer.interval``): every track moves on as its
@@ -150,6 +183,7 @@ class ByteTracker:
         their last detection. ``still`` (a motion node saw nothing move): they stay put."""
         self._advance(time_s, move=not still)
         self.skipped += 1
+        self.origins = {}
         if still:  # nothing moved, so what was in view still is: its lost_s starts later
             self.last_seen[self.state == TRACKED] = time_s
         rows = np.flatnonzero((self.ids > 0) & (self.state == TRACKED))

@@ -81,6 +81,11 @@ class TrackConfig(StageConfig):
     """Two detections of different classes overlapping this much are one object named twice
     (class-aware NMS keeps both): the weaker one is merged into the other's track, adding its
     score to the class vote. 1 turns merging off."""
+    backtrace_s: float = Field(1.0, ge=0)
+    """When a track gets its id, its path is traced back this far (stream seconds) through the
+    boxes no identified track held (scores under ``new_track_score``, a tentative track's), and
+    the analytics take the earliest as where it came from: a car the detector was unsure of
+    until it was past a line still counts there. 0 turns it off."""
     untracked: Literal["drop", "keep"] = "drop"
     """Detections not on a confirmed track: dropped, or kept with ``track_id = -1``."""
 

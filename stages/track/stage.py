@@ -9,6 +9,7 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.stages.detections import Detections
+from vapipe.stages.track.backtrace import ORIGINS_KEY
 from vapipe.stages.track.base import Tracker
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
@@ -55,6 +56,9 @@ class TrackStage(Stage):
             height, width = frame.shape[:2]
             tracker.frame_size = (width, height)
         tracked = tracker.update(frame.detections, frame.pts, image)
+        origins = getattr(tracker, "origins", None)
+        if origins:  # where the tracks identified now were first seen (track.backtrace_s)
+            frame.meta[ORIGINS_KEY] = origins
         if self.config.untracked == "drop":
             tracked = tracked[tracked.tracked()]
         frame.detections = tracked
