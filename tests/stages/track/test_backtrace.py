@@ -217,3 +217,46 @@ def test_the_other_way_is_the_other_direction() -> None:
 def test_an_unsure_object_that_stays_unsure_counts_nothing() -> None:
     frames = [dets([box_at(100 + 4 * k, 100)], [0.2], [2]) for k in range(24)]
     assert counted(frames, {}) == []
+
+
+def test_the_edges_are_inclusive_an_overlap_of_exactly_the_chain_iou_continues_the_path() -> None:
+    # 13 wide, shifted 7: IoU (13 - 7) / (13 + 7) = 0.3 exactly.
+    trace = Backtrace(window_s=1.0)
+    first = np.array([0.0, 0.0, 13.0, 80.0])
+    trace.add(first[None, :], 0.0)
+    shifted = first + np.array([7.0, 0.0, 7.0, 0.0])
+    assert iou_matrix(first[None], shifted[None])[0, 0] == CHAIN_IOU
+    np.testing.assert_array_equal(trace.origin(shifted, 0.125), first)
+
+
+def test_a_gap_of_exactly_chain_gap_s_still_continues_the_path() -> None:
+    trace = Backtrace(window_s=1.0)
+    trace.add(box(100)[None, :], 0.0)
+    assert CHAIN_GAP_S == 0.25  # exact in binary, so the edge itself is tested
+    np.testing.assert_array_equal(trace.origin(box(102), 0.25), box(100))
+
+
+def test_a_box_exactly_window_s_old_is_kept_and_followed() -> None:
+    trace = Backtrace(window_s=0.25)
+    for t, x in ((0.0, 100), (0.125, 102), (0.25, 104)):
+        trace.add(box(x)[None, :], t)
+    assert [t for t, _ in trace.frames] == [0.0, 0.125, 0.25]
+    np.testing.assert_array_equal(trace.origin(box(106), 0.25), box(100))
+    trace.add(box(106)[None, :], 0.375)  # now 0.375 s old: let go
+    assert [t for t, _ in trace.frames] == [0.125, 0.25, 0.375]
+
+
+def test_every_track_identified_on_one_frame_gets_its_own_origin() -> None:
+    # Two objects far apart, unsure for 6 frames, sure together at frame 6.
+    frames = [dets([box_at(100 + 4 * k, 100), box_at(400 - 4 * k, 200)],
+                   [0.2 if k < 6 else 0.9] * 2) for k in range(10)]  # fmt: skip
+    origins = origins_of(ByteTracker(TrackConfig()), frames)
+    assert origins[6] == {1: list(box_at(100, 100)), 2: list(box_at(400, 200))}
+
+
+def test_a_duplicate_of_a_held_box_under_another_class_is_no_ones_path() -> None:
+    tracker = ByteTracker(TrackConfig())
+    for k in range(4):  # a sure car, also named a bicycle (class-aware NMS keeps both)
+        car = box_at(100 + 4 * k, 100)
+        tracker.update(dets([car, car], [0.9, 0.25], [2, 1]), k / FPS)
+    assert all(len(boxes) == 0 for _, boxes in tracker.backtrace.frames)
