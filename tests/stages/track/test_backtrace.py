@@ -198,14 +198,17 @@ def test_a_car_unsure_until_past_the_line_is_counted_where_it_crossed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("start", "why"),
+    ("start", "step", "why"),
     [
-        (132, "first seen past the line already (centre 152): it never crossed"),
-        (128, "first seen on the line (centre 148, inside the hysteresis band): no side"),
+        (140, 4, "first seen 10 px past the line (centre 160), going on: it never crossed"),
+        (100, -4, "first seen 30 px before it (centre 120), walking away: it never crossed"),
+        (128, 4, "first seen on the line (centre 148, inside the hysteresis band): no side"),
     ],
 )
-def test_an_origin_past_or_on_the_line_counts_nothing(start: float, why: str) -> None:
-    assert counted(across(unsure=10, start=start), {}) == [], why
+def test_an_origin_on_the_side_it_stays_or_on_the_line_counts_nothing(
+    start: float, step: float, why: str
+) -> None:
+    assert counted(across(unsure=10, start=start, step=step), {}) == [], why
 
 
 def test_the_other_way_is_the_other_direction() -> None:
