@@ -3,7 +3,6 @@ through a line and into a zone, and the traffic clip through configs/analytics.t
 
 from __future__ import annotations
 
-import csv
 import json
 import tomllib
 from pathlib import Path
@@ -12,6 +11,7 @@ import av
 import cv2
 import numpy as np
 
+from bench.accuracy.clips import traffic
 from tests.conftest import asset
 from tests.e2e.helpers import REPO, cli, probe_video, read_events
 
@@ -258,8 +258,7 @@ def test_a_car_the_detector_was_unsure_of_until_past_the_line_counts(tmp_path: P
                       for e in read_events(folder / "out/events.jsonl")
                       if e["event"] == "line_cross"}  # fmt: skip
     assert runs["untraced"] < runs["traced"], runs
-    with (REPO / "bench/accuracy/labels/traffic_crossings.csv").open() as labels:
-        truth = [(int(row["frame"]), row["direction"]) for row in csv.DictReader(labels)]
+    truth = [(c["frame"], c["direction"]) for c in traffic().crossings]  # the hand labels
     for seq, direction, _ in runs["traced"] - runs["untraced"]:
         # A few frames after a labelled crossing (counted 20 px past), which untraced was not.
         (frame,) = [f for f, way in truth if way == direction and 0 <= seq - f <= 8]
