@@ -4,7 +4,8 @@
     python bench/headline.py --build /tmp/b-site --commit HASH \\
         --baseline /tmp/a-site --baseline-commit HASH --runs 2 --out bench/results/headline.json
 
-On a GPU machine (torch backend on CUDA, OpenCL preprocessing on the GPU), the cases are:
+On a GPU machine (torch backend on CUDA; preprocessing in torch on the GPU where the build
+has it, else OpenCL on the GPU), the cases are:
 
 - ``streams16_shards8_fps``: 16 x 1080p files looped, 8 shards, the compiled-model cache warm
   (filled by one unmeasured run per build first): the steady frames/s, event lines per second
@@ -63,6 +64,12 @@ def has_cache(site: str) -> bool:
     return (Path(site) / "vapipe/stages/infer/backends/torch_cache.py").exists()
 
 
+def has_torch_pre(site: str) -> bool:
+    """Whether the build can letterbox in torch on the GPU (``preprocess.backend = "torch"``):
+    then its 16-stream graph does, and the baseline's runs OpenCL, each its best."""
+    return (Path(site) / "vapipe/stages/preprocess/torch_letterbox.py").exists()
+
+
 def torch_table(site: str, cache: Path | None) -> str:
     table = 'type = "torch"\ndevice = "cuda"'
     if has_cache(site) and cache is not None:
@@ -108,7 +115,7 @@ class Headline:
         cache = Path(tempfile.mkdtemp(dir=self.work)) if cold else self.caches[build]
         config = streams_bench.write_config(
             folder, self.clip, 16, "8", True, queue_size=8,
-            backend_extra=torch_table(site, cache), loop=True,
+            backend_extra=torch_table(site, cache), loop=True, torch_pre=has_torch_pre(site),
         )  # fmt: skip
         result = streams_bench.run_pipeline(
             folder, config, extra_env={"PYTHONPATH": site}, max_frames=frames
@@ -132,7 +139,7 @@ class Headline:
         folder = Path(tempfile.mkdtemp(dir=self.work))
         config = streams_bench.write_config(
             folder, self.clip, 4, "4", True, queue_size=8, video=True,
-            backend_extra=torch_table(site, self.caches[build]),
+            backend_extra=torch_table(site, self.caches[build]), torch_pre=has_torch_pre(site),
         )  # fmt: skip
         result = streams_bench.run_pipeline(folder, config, extra_env={"PYTHONPATH": site})
         if "error" in result:

@@ -107,6 +107,7 @@ def write_config(
     decode_threads: int | None = None,
     bgr_input: bool = False,
     numpy_pre: bool = False,
+    torch_pre: bool = False,
     workers: int = 2,
     video_preset: str | None = None,
     video_threads: int | None = None,
@@ -137,7 +138,8 @@ def write_config(
         backend_extra=backend_extra or 'type = "torch"\ndevice = "cuda"',
         pre_extra='backend = "numpy"'
         if numpy_pre
-        else 'backend = "opencl"\ndevice = "gpu"' + ("\nyuv_input = false" if bgr_input else ""),
+        else ('backend = "torch"' if torch_pre else 'backend = "opencl"\ndevice = "gpu"')
+        + ("\nyuv_input = false" if bgr_input else ""),
         workers=workers,
     )
     path = folder / "pipeline.toml"
@@ -146,7 +148,8 @@ def write_config(
 
 
 class Sampler:
-    """GPU utilisation and memory (nvidia-smi) and the process tree's RSS, every 0.25 s."""
+    """GPU utilisation and memory (nvidia-smi), the process tree's RSS and the machine's busy
+    CPU time (/proc/stat), every 0.25 s."""
 
     def __init__(self, pid: int, events: Path | None = None) -> None:
         self.pid = pid
@@ -156,6 +159,7 @@ class Sampler:
         self.gpu_util: list[float] = []
         self.gpu_mem_mb: list[float] = []
         self.rss_mb: list[float] = []
+        self.cpu: list[tuple[float, int, int]] = []  # (monotonic s, busy jiffies, all jiffies)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -164,6 +168,7 @@ class Sampler:
         smi = shutil.which("nvidia-smi")
         while not self._stop.wait(0.25):
             self._count_lines()
+            self.cpu.append((time.monotonic(), *machine_jiffies()))
             self.rss_mb.append(tree_rss_mb(self.pid))
             if smi:
                 line = subprocess.run(
@@ -200,6 +205,19 @@ class Sampler:
         end = next(p for p in self.lines if p[1] >= high * total)
         return round((end[1] - start[1]) / (end[0] - start[0]), 1) if end[0] > start[0] else None
 
+    def steady_cpu_busy(self, low: float = 0.2, high: float = 0.8) -> float | None:
+        """The machine's cores busy (percent of all) over the same span as ``steady_rate``."""
+        if not self.lines or self.lines[-1][1] < 100 or len(self.cpu) < 2:
+            return None
+        total = self.lines[-1][1]
+        start = next(p for p in self.lines if p[1] >= low * total)[0]
+        end = next(p for p in self.lines if p[1] >= high * total)[0]
+        inside = [c for c in self.cpu if start <= c[0] <= end]
+        if len(inside) < 2 or inside[-1][2] == inside[0][2]:
+            return None
+        first, last = inside[0], inside[-1]
+        return round(100 * (last[1] - first[1]) / (last[2] - first[2]), 1)
+
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         self._thread.join(2)
@@ -211,6 +229,16 @@ class Sampler:
             "gpu_memory_max_mb": max(self.gpu_mem_mb, default=None),
             "host_rss_peak_mb": round(max(self.rss_mb, default=0.0), 1),
         }
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, all) CPU time of the whole machine so far, from /proc/stat's first line."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
 
 
 def tree_rss_mb(root: int) -> float:
@@ -302,6 +330,7 @@ def run_pipeline(
         "wall_s": round(wall, 2),
         "frames_per_wall_s": round(frames / wall, 1),
         "steady_fps": sampler.steady_rate(),
+        "steady_cpu_busy_pct": sampler.steady_cpu_busy(),
         "infer_steady_fps": stages["det"]["fps"],
         "stage_mean_ms": {
             name: s.get("mean_ms") for name, s in stages.items() if not name.startswith("cam")

@@ -10,7 +10,8 @@ A variant is ``NAME=SITE:CACHE[:ENV=VALUE,...]``: ``SITE`` a build installed wit
 unmeasured run first), ``off`` (``cache_dir = "off"``), ``cold`` (an empty cache at every run)
 or ``none`` (a build without the cache setting); ``DECODE_THREADS=N`` among the ``ENV`` pairs
 sets the sources' ``decode_threads``, ``HOST_WAIT=spin`` the torch backend's ``host_wait``,
-instead of environment variables. Each run records
+``PRE=torch`` the preprocess node's backend (default ``opencl``), ``SHARDS=N`` the shard count
+(default 8), instead of environment variables. Each run records
 the steady rate (event lines per second between 20% and 80% of the run's lines), the sink's
 rate over its span, and every shard's inference table and start-up; ``VAPIPE_BENCH_SPY`` as
 in streams_bench.py.
@@ -55,13 +56,15 @@ def one_run(work: Path, clip: Path, site: str, cache: str, env: dict[str, str],
     env = dict(env)
     threads = env.pop("DECODE_THREADS", None)  # the source's decode_threads, not an env var
     wait = env.pop("HOST_WAIT", None)  # the torch backend's host_wait
+    pre = env.pop("PRE", "opencl")  # the preprocess node's backend
+    shards = env.pop("SHARDS", "8")
     if cache == "cold":
         cache_dir = Path(tempfile.mkdtemp(dir=work))
     config = streams_bench.write_config(
-        folder, clip, 16, "8", True, queue_size=8,
+        folder, clip, 16, shards, True, queue_size=8,
         backend_extra=backend_table(cache, cache_dir) + (f'\nhost_wait = "{wait}"' if wait else ""),
         loop=True,
-        decode_threads=int(threads) if threads else None,
+        decode_threads=int(threads) if threads else None, torch_pre=pre == "torch",
     )  # fmt: skip
     return streams_bench.run_pipeline(
         folder, config, extra_env={"PYTHONPATH": site, **env}, max_frames=frames
@@ -91,7 +94,14 @@ def main() -> None:
             cache_dir = caches.get(site, args.work / "unused")
             result = one_run(args.work, clip, site, cache, env, cache_dir, args.frames)
             report["runs"].setdefault(name, []).append(result)
-            keep = ("steady_fps", "frames", "wall_s", "error")
+            keep = (
+                "steady_fps",
+                "steady_cpu_busy_pct",
+                "gpu_util_mean_pct",
+                "frames",
+                "wall_s",
+                "error",
+            )
             brief = {k: result.get(k) for k in keep if k in result}
             brief["events_fps"] = result.get("stage_fps", {}).get("events")
             brief["det_ms"] = [s.get("mean_ms") for s in result.get("shard_det", [])]

@@ -298,8 +298,11 @@ class InferStage(BatchStage):
             else:
                 height, width = batch.shape[-2:]
                 candidates = decode(self.family, output, width, height, self.names)
+        on_device = not isinstance(batch, np.ndarray)
         for frame, found in zip(items, candidates, strict=True):
             frame.detections = found
+            if on_device:  # read by now (the detections came back): free the device memory
+                frame.tensor = None
 
     def handle_message(self, message: Message) -> tuple[Message]:
         if message.kind == "source_removed" and hasattr(self, "schedule"):
@@ -335,7 +338,10 @@ class InferStage(BatchStage):
 
 def as_batch(tensors: list[np.ndarray]) -> np.ndarray:
     """The tensors as one (N, C, H, W) array: the array they are consecutive views of, when
-    preprocessing wrote them into one batch buffer (no copy), else a stacked copy."""
+    preprocessing wrote them into one batch buffer (no copy), else a stacked copy. Torch
+    tensors (made on the device by a torch preprocess node) stay torch tensors there."""
+    if not isinstance(tensors[0], np.ndarray):
+        return _as_device_batch(tensors)
     base = tensors[0].base
     if (
         isinstance(base, np.ndarray)
@@ -351,3 +357,23 @@ def as_batch(tensors: list[np.ndarray]) -> np.ndarray:
     ):
         return base
     return np.stack(tensors)
+
+
+def _as_device_batch(tensors: list[Any]) -> Any:
+    """Consecutive same-shaped tensors of one storage (a preprocess batch) as one view of it,
+    without a copy; others stacked."""
+    first = tensors[0]
+    step = first.numel() * first.element_size()
+    storage = first.untyped_storage().data_ptr()
+    if all(
+        tensor.is_contiguous()
+        and tensor.shape == first.shape
+        and tensor.dtype == first.dtype
+        and tensor.untyped_storage().data_ptr() == storage
+        and tensor.data_ptr() == first.data_ptr() + index * step
+        for index, tensor in enumerate(tensors)
+    ):
+        return first.as_strided((len(tensors), *first.shape), (first.numel(), *first.stride()))
+    import torch
+
+    return torch.stack(tensors)

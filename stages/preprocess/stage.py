@@ -3,7 +3,8 @@
 The model's conventions come from the infer node downstream (read when this node opens);
 any of them can be set here instead. ``backend = "numpy"`` is OpenCV + numpy;
 ``backend = "opencl"`` runs one kernel that gives the same tensor bit for bit, and falls back
-to numpy, with a warning, where no OpenCL device works.
+to numpy, with a warning, where no OpenCL device works. ``backend = "torch"`` does the same
+arithmetic in torch on the device of a torch infer node, and hands it the batch there.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
 from vapipe.stages.infer.interval import SCHEDULED
 from vapipe.stages.infer.stage import RECT_STRIDE, InferStage, ModelInput
+from vapipe.stages.preprocess.cl_kernel import TensorSpec
 from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for, rect_size
 
 log = logging.getLogger(__name__)
@@ -30,16 +32,20 @@ log = logging.getLogger(__name__)
 class PreprocessConfig(ParallelConfig):
     """Where the work runs; every tensor convention defaults to the model's."""
 
-    backend: Literal["numpy", "opencl"] = "numpy"
-    """Where the work runs: ``numpy`` (OpenCV on the CPU) or ``opencl`` (one kernel)."""
+    backend: Literal["numpy", "opencl", "torch", "auto"] = "numpy"
+    """Where the work runs: ``numpy`` (OpenCV on the CPU), ``opencl`` (one kernel),
+    ``torch`` (on the GPU of a torch infer node downstream: the tensor never comes back to
+    the host) or ``auto``: torch where the infer node runs torch on a GPU, else OpenCL on a
+    GPU whose kernel builds, else numpy. Every backend makes the same tensor, bit for bit."""
     device: Literal["auto", "gpu", "cpu"] = "auto"
     """OpenCL device kind: ``auto`` takes a GPU when there is one."""
     platform: str | None = None
     """Part of the OpenCL platform name to use (``AMD``, ``NVIDIA``, ``Intel``, ``Portable``)."""
     in_flight: int = Field(2, ge=1, le=8)
-    """OpenCL: frames enqueued before the first is collected, so transfers overlap kernels."""
+    """OpenCL and torch: batches enqueued before the first is collected, so transfers overlap
+    kernels."""
     yuv_input: bool = True
-    """OpenCL: upload decoded 4:2:0 frames as they are (I420, half the bytes of BGR) and
+    """OpenCL and torch: upload decoded 4:2:0 frames as they are (I420, half the bytes of BGR) and
     convert colours in the kernel, with OpenCV's BT.601 arithmetic, as every other path does;
     ``false`` uploads the BGR image made on the host (the same pixels). Frames that are not
     plain yuv420p (full range, BT.709 or wider colour, odd sizes, rotated) come as BGR on
@@ -73,7 +79,8 @@ class PreprocessStage(BatchStage):
         model: ModelInput | None = infer.model_input if infer else None
         # OpenCL takes what is queued, up to the model's batch, into one buffer; it never
         # waits for more. The numpy path works frame by frame (in `workers` threads).
-        self.max_batch = infer.max_batch if infer and cfg.backend == "opencl" else 1
+        self.backend = self._chosen_backend(infer)
+        self.max_batch = infer.max_batch if infer and self.backend != "numpy" else 1
         self.batch_timeout_s = 0.0
         if model is None:
             if (
@@ -107,11 +114,18 @@ class PreprocessStage(BatchStage):
             stage.reads_pixels for stage in context.downstream
         )
         self.opencl: Any = None
+        self.front: Any = None  # the OpenCL or torch front end: submit / result
+        self._in_flight: deque[tuple[list[Frame], Any]] = deque()
         self.device_name = "numpy"
-        if cfg.backend == "opencl":
+        if self.backend == "opencl":
             self._open_opencl()
-        if self.rect and self.opencl is not None:
-            log.warning("%s: OpenCL makes square inputs; rect applies to numpy", self.name)
+        elif self.backend == "torch":
+            self._open_torch(infer)
+        chosen = self.backend
+        if self.front is not None and cfg.workers > 1:
+            log.info("%s: the %s backend overlaps frames itself; workers = 1", self.name, chosen)
+        if self.rect and self.front is not None:
+            log.warning("%s: %s makes square inputs; rect applies to numpy", self.name, chosen)
         log.debug(
             "%s: %dx%d %s %s scale %g on %s",
             self.name,
@@ -123,12 +137,22 @@ class PreprocessStage(BatchStage):
             self.device_name,
         )
 
-    def _open_opencl(self) -> None:
-        from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, TensorSpec
-        from vapipe.stages.preprocess.opencl import OpenCLLetterbox
+    def _chosen_backend(self, infer: InferStage | None) -> str:
+        """The backend ``auto`` stands for here (the others stand for themselves)."""
+        wanted = self.config.backend
+        if wanted != "auto":
+            return wanted
+        device = getattr(infer.backend if infer else None, "torch_device", None)
+        if device is not None and device.type != "cpu":
+            chosen = "torch"
+        else:
+            chosen = "opencl" if _opencl_gpu_builds() else "numpy"
+        log.info('%s: backend = "auto" picks %s', self.name, chosen)
+        return chosen
 
+    def _spec(self) -> TensorSpec:
         cfg = self.config
-        conv = TensorSpec(
+        return TensorSpec(
             self.width,
             self.height,
             self.placement,
@@ -139,10 +163,16 @@ class PreprocessStage(BatchStage):
             self.pad_value,
             self.dtype,
         )
+
+    def _open_opencl(self) -> None:
+        from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable
+        from vapipe.stages.preprocess.opencl import OpenCLLetterbox
+
+        cfg = self.config
         try:
             self.opencl = OpenCLLetterbox(
-                conv,
-                device=cfg.device,
+                self._spec(),
+                device="gpu" if cfg.backend == "auto" else cfg.device,
                 platform=cfg.platform,
                 depth=cfg.in_flight,
                 max_batch=self.max_batch,
@@ -150,15 +180,38 @@ class PreprocessStage(BatchStage):
         except OpenCLUnavailable as exc:
             log.warning("%s: OpenCL unavailable (%s); using the numpy backend", self.name, exc)
             return
-        if cfg.workers > 1:
-            log.info("%s: the OpenCL backend overlaps frames itself; workers = 1", self.name)
+        self.front = self.opencl
         self.device_name = "opencl: " + self.opencl.program.describe()
-        self._in_flight: deque[tuple[list[Frame], Any]] = deque()
         log.info("%s: OpenCL preprocessing on %s", self.name, self.device_name)
+
+    def _open_torch(self, infer: InferStage | None) -> None:
+        from vapipe.stages.preprocess.torch_letterbox import TorchLetterbox
+
+        backend = infer.backend if infer is not None else None
+        device = getattr(backend, "torch_device", None)
+        if device is None:
+            log.warning(
+                '%s: backend = "torch" needs a torch infer node downstream (found %s); using '
+                "the numpy backend",
+                self.name,
+                backend.device if backend is not None else "none",
+            )
+            return
+        self.front = TorchLetterbox(
+            self._spec(),
+            backend._torch,  # type: ignore[union-attr]
+            device,
+            depth=self.config.in_flight,
+            max_batch=self.max_batch,
+        )
+        self.device_name = self.front.describe()
+        log.info("%s: preprocessing on %s, where the model runs", self.name, self.device_name)
 
     @property
     def workers(self) -> int:
-        return 1 if self.config.backend == "opencl" else self.config.workers
+        # A device front end overlaps batches itself; numpy (also where one fell back) uses
+        # the configured threads.
+        return 1 if getattr(self, "front", None) is not None else self.config.workers
 
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
         if self.schedule is not None:
@@ -169,7 +222,7 @@ class PreprocessStage(BatchStage):
         # Frames the detector skips (the interval's, or still ones a motion node flagged)
         # need no tensor.
         wanted = [frame for frame in frames if not frame.predicted]
-        if self.opencl is None:
+        if self.front is None:
             for frame in frames:
                 if not frame.predicted:
                     frame.tensor, frame.letterbox = self.tensor(frame.image)
@@ -178,7 +231,7 @@ class PreprocessStage(BatchStage):
         as_yuv = self.config.yuv_input
         pending = None
         if wanted:
-            pending = self.opencl.submit(
+            pending = self.front.submit(
                 [f.yuv if as_yuv and f.yuv is not None else f.image for f in wanted]
             )
         self._in_flight.append((frames, pending))
@@ -190,7 +243,7 @@ class PreprocessStage(BatchStage):
         return [*self.flush(), message]  # frames in flight go first: order is kept
 
     def flush(self) -> list[Frame]:
-        if self.opencl is None:
+        if self.front is None:
             return []
         return [frame for _ in range(len(self._in_flight)) for frame in self._collect()]
 
@@ -199,7 +252,7 @@ class PreprocessStage(BatchStage):
         the infer node takes the batch as it is, without stacking."""
         frames, pending = self._in_flight.popleft()
         if pending is not None:
-            batch = self.opencl.result(pending)
+            batch = self.front.result(pending)
             wanted = [frame for frame in frames if not frame.predicted]
             for index, frame in enumerate(wanted):
                 frame.tensor = batch[index]
@@ -242,6 +295,18 @@ class PreprocessStage(BatchStage):
         if self.std is not None:
             chw /= self.std
         return np.ascontiguousarray(chw, dtype=self.dtype), box
+
+
+def _opencl_gpu_builds() -> bool:
+    """Whether an OpenCL GPU device here builds the letterbox kernel (``auto``'s second
+    choice: a CPU runtime is no faster than numpy)."""
+    from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, open_program
+
+    try:
+        open_program("gpu", None, np.dtype(np.float32))
+    except OpenCLUnavailable:
+        return False
+    return True
 
 
 def shape_only(shape: tuple[int, ...]) -> np.ndarray:

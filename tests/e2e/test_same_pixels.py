@@ -84,3 +84,50 @@ def test_matched_share_counts_a_moved_box_as_unmatched() -> None:
     assert matched_share({0: [box]}, {0: [other_class]}) == 0.0
     assert matched_share({0: [box, box]}, {0: [box]}) == 0.5
     assert np.isclose(iou(box["xyxy"], moved["xyxy"]), 94 / 106)
+
+
+TORCH_GRAPH = """
+links = ["cam ! pre ! det ! nms ! events"]
+[nodes.cam]
+type = "source"
+uri = "{clip}"
+[nodes.pre]
+type = "preprocess"
+backend = "{backend}"
+[nodes.det]
+type = "infer"
+model = "yolov8n"
+max_batch = 4
+[nodes.det.backend]
+type = "torch"
+device = "cpu"
+cache_dir = "off"
+[nodes.nms]
+type = "nms"
+conf = 0.25
+[nodes.events]
+type = "events"
+path = "out/events.jsonl"
+"""
+
+
+def test_torch_preprocessing_hands_the_model_the_numpy_tensor(tmp_path: Path) -> None:
+    """``pre.backend = "torch"`` letterboxes where a torch infer node runs (its CPU here) and
+    hands it the batch there: the model gets the numpy path's tensor bit for bit, so every
+    box of every frame is the same, to the last digit."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx2torch")
+    runs = {}
+    for backend in ("numpy", "torch"):
+        cwd = tmp_path / backend
+        cwd.mkdir()
+        config = cwd / "graph.toml"
+        config.write_text(TORCH_GRAPH.format(clip=asset("media", "people.mp4"), backend=backend))
+        result = cli(str(config), "--max-frames", str(FRAMES), cwd=cwd)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert ("where the model runs" in result.stderr) == (backend == "torch")
+        events = read_events(cwd / "out" / "events.jsonl")
+        runs[backend] = {e["seq"]: e["detections"] for e in events if e["event"] == "frame"}
+    assert len(runs["torch"]) == FRAMES
+    assert sum(len(d) for d in runs["numpy"].values()) >= FRAMES
+    assert runs["torch"] == runs["numpy"]

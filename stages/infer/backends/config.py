@@ -57,13 +57,14 @@ class TorchConfig(StageConfig):
     """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
     (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
     GPU devices. Where capture fails the model runs op by op, with a warning."""
-    host_wait: HostWait = "auto"
-    """How a thread waiting for the GPU waits: ``auto`` (the driver's choice: it spins while
-    the process has fewer contexts than the machine has cores), ``sleep`` (blocked until the
-    GPU signals, its core free for other work meanwhile), ``yield`` or ``spin``. Set before
+    host_wait: HostWait = "sleep"
+    """How a thread waiting for the GPU waits: ``sleep`` (blocked until the GPU signals, its
+    core free for other work meanwhile), ``auto`` (the driver's choice: it spins while the
+    process has fewer contexts than the machine has cores), ``yield`` or ``spin``. Set before
     the device's context is made; the log says if it was too late. On the H200 machine,
-    16 x 1080p in 8 shards ran as fast with ``sleep`` as with ``auto`` (bench/README.md);
-    ``sleep`` is for boxes with few cores per shard."""
+    16 x 1080p in 8 shards with torch preprocessing: ``sleep`` 1,639 and 1,617 frames/s,
+    ``auto`` 1,433 and 1,393 (two threads per shard wait for the GPU, each spinning on a core
+    the decoders need; bench/results/streams/variants_torch_pre.json)."""
     cache_dir: str = "auto"
     """The compiled-model cache: the converted model traced per batch size, with its check
     against onnxruntime, so a restart neither converts nor checks again (and imports neither

@@ -162,11 +162,12 @@ class GraphedBatches:
     def sizes(self) -> tuple[int, ...]:
         return tuple(self._graphs)
 
-    def run(self, staged: Any, count: int) -> Any:
-        """The output for the first ``count`` rows of ``staged`` (host or device memory,
-        exactly one captured batch size long)."""
-        graph, static_in, static_out = self._graphs[staged.shape[0]]
+    def run(self, staged: Any, count: int, rows: int | None = None) -> Any:
+        """The output for the first ``count`` rows of ``staged`` (host or device memory),
+        by the graph of ``rows`` rows (default: as many as ``staged`` has, a captured batch
+        size); rows of the graph's input past ``staged`` keep an earlier batch's."""
+        graph, static_in, static_out = self._graphs[rows or staged.shape[0]]
         with self._lock:
-            static_in.copy_(staged, non_blocking=True)
+            static_in[: staged.shape[0]].copy_(staged, non_blocking=True)
             graph.replay()
             return static_out[:count].clone()

@@ -6,8 +6,9 @@ is always the case in a shard: each shard's inference thread may spin through ev
 waits for, on a core the decoders could use. ``sleep`` asks the driver to block the waiting
 thread instead (CUDA's ``CU_CTX_SCHED_BLOCKING_SYNC``, HIP's ``hipDeviceScheduleBlockingSync``):
 tens of microseconds more per wait, a free core while the GPU works. Measured on the H200
-machine (16 cores, 16 x 1080p in 8 shards), the two ran alike, within the runs' spread, so the
-driver's default stays the default.
+machine (16 cores, 16 x 1080p in 8 shards): with OpenCL preprocessing the two ran alike; with
+torch preprocessing (a second waiting thread per shard) ``sleep`` ran 15% faster, so it is the
+default.
 
 The setting belongs to the device's primary context and is taken when the context is made, so
 it is set before torch first makes it, through the driver (``libcuda.so.1``) or the HIP

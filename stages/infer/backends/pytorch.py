@@ -272,13 +272,16 @@ class TorchBackend:
     def run(self, batch: np.ndarray) -> np.ndarray:
         return self.run_on_device(batch).float().cpu().numpy()
 
-    def run_on_device(self, batch: np.ndarray) -> Any:
-        """The model's first output for a batch, left on the device (a torch tensor)."""
+    def run_on_device(self, batch: Any) -> Any:
+        """The model's first output for a batch (a host array, or a torch tensor already on
+        the device), left on the device (a torch tensor)."""
         torch = self._torch
         count = batch.shape[0]
         with torch.inference_mode():
             if self.graphs is not None and count <= self.graphs.sizes[-1]:
                 rows = padded_size(count, self.graphs.sizes)
+                if isinstance(batch, torch.Tensor):
+                    return self.graphs.run(batch, count, rows)
                 return self.graphs.run(self._staged(batch, rows), count)
             if self.fixed is None:
                 tensor = self._staged(batch, count)
@@ -294,10 +297,14 @@ class TorchBackend:
             tensor = tensor.to(self.torch_device, dtype=self.dtype, non_blocking=True)
             return self.fixed[rows](tensor)[:count]
 
-    def _staged(self, batch: np.ndarray, rows: int) -> Any:
+    def _staged(self, batch: Any, rows: int) -> Any:
         """The batch in a host tensor of ``rows`` rows (rows past the batch: zeros or an
-        earlier batch's, whose outputs nobody reads)."""
+        earlier batch's, whose outputs nobody reads); a batch on the device is padded there."""
         torch = self._torch
+        if isinstance(batch, torch.Tensor):
+            if rows == len(batch):
+                return batch
+            return torch.cat([batch, batch.new_zeros((rows - len(batch), *batch.shape[1:]))])
         tensor = torch.from_numpy(np.ascontiguousarray(batch))
         if not self.pinned and rows == len(batch):
             return tensor

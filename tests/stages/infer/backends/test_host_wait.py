@@ -126,3 +126,12 @@ def test_the_real_driver_is_asked_where_there_is_one() -> None:
         assert set_host_wait("sleep", 0, hip=False).startswith("driver default (no GPU runtime")
     else:
         assert set_host_wait("sleep", 0, hip=False) in ("set", "already so")
+
+
+def test_threads_sleep_while_the_gpu_works_unless_told_otherwise() -> None:
+    """The default, measured (config.py): a shard's inference and preprocessing threads each
+    spun on a core its decoders needed."""
+    from vapipe.stages.infer.backends.config import TorchConfig
+
+    assert TorchConfig().host_wait == "sleep"
+    assert TorchConfig(host_wait="auto").host_wait == "auto"

@@ -113,9 +113,11 @@ class RecordingGraphs:
 
     def __init__(self) -> None:
         self.calls: list[tuple[np.ndarray, int]] = []
+        self.rows: list[int | None] = []
 
-    def run(self, staged, count):  # type: ignore[no-untyped-def]
+    def run(self, staged, count, rows=None):  # type: ignore[no-untyped-def]
         self.calls.append((staged.numpy().copy(), count))
+        self.rows.append(rows)
         return staged[:count] * 2
 
 
@@ -135,3 +137,71 @@ def test_batches_are_padded_to_a_captured_size() -> None:
     big = rng.random((9, 3, 416, 416), dtype=np.float32)
     assert backend.run_on_device(big).shape[0] == 9
     assert len(backend.graphs.calls) == 4  # type: ignore[attr-defined]
+
+
+def test_a_batch_already_on_the_device_goes_to_the_graph_of_its_padded_size() -> None:
+    """A torch preprocess node's batch is on the device already: no host staging; the graph
+    of the padded size takes it (its input rows past the batch keep what they held)."""
+    path = str(asset("models", "yolox_nano.onnx"))
+    backend = TorchBackend(path, name="det", config=TorchConfig(device="cpu", cache_dir="off"))
+    backend.graphs = RecordingGraphs()  # type: ignore[assignment]
+    rng = np.random.default_rng(8)
+    for count, rows in ((1, 1), (3, 4), (5, 8)):
+        batch = torch.from_numpy(rng.random((count, 3, 4, 4), dtype=np.float32))
+        out = backend.run_on_device(batch)
+        staged, passed = backend.graphs.calls[-1]  # type: ignore[attr-defined]
+        assert staged.shape == (count, 3, 4, 4) and passed == count
+        assert backend.graphs.rows[-1] == rows  # type: ignore[attr-defined]
+        assert torch.equal(out, batch * 2)
+
+
+def test_a_device_batch_is_padded_on_the_device_for_traced_modules(tmp_path: Path) -> None:
+    from tests.stages.infer.backends.test_torch_cache import tiny_model
+
+    model = tiny_model(tmp_path / "tiny.onnx")
+    config = TorchConfig(device="cpu", cache_dir=str(tmp_path / "c"))
+    backend = TorchBackend(model, name="det", max_batch=4, config=config)
+    assert backend.batch_sizes == (1, 2, 4)
+    batch = np.random.default_rng(3).random((3, 3, 64, 64), dtype=np.float32)
+    on_device = backend.run_on_device(torch.from_numpy(batch))
+    assert on_device.shape[0] == 3
+    assert torch.equal(on_device, backend.run_on_device(batch))
+    assert np.array_equal(backend.run(torch.from_numpy(batch)), backend.run(batch))
+    padded = backend._staged(torch.from_numpy(batch), 4)
+    assert padded.shape == (4, 3, 64, 64) and not padded[3].any()
+    assert torch.equal(padded[:3], torch.from_numpy(batch))
+    same = torch.from_numpy(batch)
+    assert backend._staged(same, 3) is same
+
+
+class _ReplayDoubles:
+    """Stands in for a captured CUDA graph: a replay writes twice its static input."""
+
+    def __init__(self, static_in, static_out) -> None:  # type: ignore[no-untyped-def]
+        self.static_in, self.static_out = static_in, static_out
+
+    def replay(self) -> None:
+        self.static_out.copy_(self.static_in * 2)
+
+
+def test_a_replay_takes_fewer_rows_than_its_graph() -> None:
+    import threading
+
+    from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches
+
+    graphs = object.__new__(GraphedBatches)
+    graphs._lock = threading.Lock()
+    graphs._graphs = {}
+    for size in (2, 4):
+        static_in, static_out = torch.full((size, 3), 7.0), torch.zeros(size, 3)
+        graphs._graphs[size] = (_ReplayDoubles(static_in, static_out), static_in, static_out)
+    batch = torch.arange(9, dtype=torch.float32).reshape(3, 3)
+    out = graphs.run(batch, 3, 4)
+    assert torch.equal(out, batch * 2) and out.shape == (3, 3)
+    _, static_in, static_out = graphs._graphs[4]
+    assert torch.equal(static_in[:3], batch) and torch.equal(static_in[3], torch.full((3,), 7.0))
+    out[0, 0] = -1  # a copy: the next replay does not change what was returned
+    assert static_out[0, 0] == 0
+    # Without rows, the staged batch's own length names the graph.
+    assert torch.equal(graphs.run(batch[:2], 1), batch[:1] * 2)
+    assert torch.equal(graphs._graphs[2][1], batch[:2])

@@ -1,0 +1,197 @@
+"""The letterbox on the inference device, in torch: for a torch backend on a GPU.
+
+The OpenCL path hands its batch back to the host, and the torch backend uploads it again: per
+1080p frame the host copied the I420 picture into OpenCL's staging (3 MB), the finished
+tensor out of it (4.9 MB) and into torch's staging (4.9 MB). Here the I420 picture is copied
+once, into page-locked memory, and the tensor is made where the model runs and stays there.
+
+The arithmetic is the OpenCL kernel's (letterbox.cl): OpenCV's BT.601 integer colour
+conversion and INTER_LINEAR fixed-point resize, so the tensor equals the numpy path's bit for
+bit. Only the taps the resize reads are converted: two source rows per output row and two
+columns per output column, gathered before any arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vapipe.stages.preprocess.cl_kernel import TensorSpec
+from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
+from vapipe.stages.preprocess.opencl import same_shape_runs
+from vapipe.stages.preprocess.resize_tables import tables
+
+# OpenCV's COLOR_YUV2BGR_I420 coefficients (20-bit fixed point), as letterbox.cl has them.
+_LUMA, _ROUND = 1220542, 1 << 19
+_U_B, _V_G, _U_G, _V_R = 2116026, 852492, 409993, 1673527
+
+
+@dataclass
+class _Taps:
+    """Where one source size is read for one resized size, on the device."""
+
+    rows: Any  # int64 (2 * resized_h,): top rows, then bottom rows (clamped)
+    cols: Any  # int64 (2 * resized_w,): left columns, then right columns (clamped)
+    row_weights: Any  # int32 (2, resized_h, 1)
+    col_weights: Any  # int32 (2, resized_w)
+
+
+@dataclass
+class _Slot:
+    staging: Any = None  # page-locked uint8 (bytes,) on a GPU; plain host memory elsewhere
+    uploaded: Any = None  # the event after its last copy to the device
+
+
+@dataclass
+class Pending:
+    batch: Any
+    event: Any
+    letterboxes: list[Letterbox]
+
+
+class TorchLetterbox:
+    """``submit`` copies up to ``max_batch`` frames (BGR (h, w, 3) or I420 (h * 3 / 2, w))
+    to ``device`` and enqueues their letterbox on a stream of its own; ``result`` waits for
+    it and returns the batch, a (frames, 3, height, width) tensor on the device. A ring of
+    ``depth`` staging buffers lets the next frames be copied while these upload."""
+
+    def __init__(
+        self, conv: TensorSpec, torch: Any, device: Any, *, depth: int = 2, max_batch: int = 1
+    ) -> None:
+        self.torch = torch
+        self.conv = conv
+        self.device = device
+        self.max_batch = max_batch
+        self.on_gpu = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device=device) if self.on_gpu else None
+        self.dtype = torch.float16 if np.dtype(conv.dtype) == np.float16 else torch.float32
+        order = [2, 1, 0] if conv.swap_rb else [0, 1, 2]
+        self.channels = torch.tensor(order, device=device)
+        scale = np.float32(conv.scale)
+        mean, std = np.asarray(conv.mean, np.float32), np.asarray(conv.std, np.float32)
+        # The numpy path's order of operations, in float32: scale, minus mean, divided by std.
+        pad = (np.float32(conv.pad_value) * scale - mean) / std
+        self.pad = torch.from_numpy(pad.astype(np.float32)).to(device).view(1, 3, 1, 1)
+        self.scale = float(scale)
+        self.mean = torch.from_numpy(mean).to(device).view(1, 3, 1, 1) if any(mean) else None
+        self.std = torch.from_numpy(std).to(device).view(1, 3, 1, 1) if any(std != 1) else None
+        self.slots = [_Slot() for _ in range(depth)]
+        self._next = 0
+        self._taps: dict[tuple[int, int, int, int], _Taps] = {}
+
+    def describe(self) -> str:
+        if self.on_gpu:
+            return f"torch {self.device} ({self.torch.cuda.get_device_name(self.device)})"
+        return f"torch {self.device}"
+
+    def submit(self, images: Sequence[np.ndarray]) -> Pending:
+        """Returns at once; each submitted batch must be collected with ``result`` before
+        ``depth`` more are submitted."""
+        if not 1 <= len(images) <= self.max_batch:
+            raise ValueError(f"submit takes 1 to {self.max_batch} frames, got {len(images)}")
+        torch = self.torch
+        frames = [np.ascontiguousarray(image) for image in images]
+        offsets = np.cumsum([0] + [frame.nbytes for frame in frames]).tolist()
+        slot = self.slots[self._next]
+        self._next = (self._next + 1) % len(self.slots)
+        if slot.uploaded is not None:
+            slot.uploaded.synchronize()  # its staging may still be on its way to the device
+        if slot.staging is None or slot.staging.numel() < offsets[-1]:
+            slot.staging = torch.empty(offsets[-1], dtype=torch.uint8, pin_memory=self.on_gpu)
+        host = slot.staging.numpy()
+        for frame, start in zip(frames, offsets, strict=False):
+            host[start : start + frame.nbytes] = frame.reshape(-1)
+        conv = self.conv
+        with (
+            torch.inference_mode(),
+            torch.cuda.stream(self.stream) if self.on_gpu else nullcontext(),
+        ):
+            packed = slot.staging[: offsets[-1]].to(self.device, non_blocking=True)
+            if self.on_gpu:
+                slot.uploaded = torch.cuda.Event()
+                slot.uploaded.record(self.stream)
+            batch = self.pad.to(self.dtype).expand(len(frames), 3, conv.height, conv.width)
+            batch = batch.contiguous()
+            boxes: list[Letterbox] = []
+            for first, count in same_shape_runs(frames):
+                shape = frames[first].shape
+                i420 = len(shape) == 2
+                src_h, src_w = (shape[0] * 2 // 3, shape[1]) if i420 else shape[:2]
+                box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
+                start = offsets[first]
+                source = packed[start : start + count * frames[first].nbytes].view(count, *shape)
+                self._letterbox(source, i420, src_h, src_w, box, batch[first : first + count])
+                boxes.extend([box] * count)
+            event = None
+            if self.on_gpu:
+                event = torch.cuda.Event()
+                event.record(self.stream)
+        return Pending(batch, event, boxes)
+
+    def result(self, pending: Pending) -> Any:
+        """The batch of a submitted ``Pending``, finished (a tensor on the device)."""
+        if pending.event is not None:
+            pending.event.synchronize()
+        return pending.batch
+
+    def _letterbox(
+        self, source: Any, i420: bool, src_h: int, src_w: int, box: Letterbox, out: Any
+    ) -> None:
+        taps = self._taps_for(src_w, src_h, box)
+        if i420:
+            bgr = self._bgr_from_i420(source, src_h, taps)
+        else:
+            bgr = source.index_select(1, taps.rows).index_select(2, taps.cols)
+            bgr = bgr.permute(0, 3, 1, 2).to(self.torch.int32)
+        rh, rw = box.resized_h, box.resized_w
+        # OpenCV's INTER_LINEAR for 8-bit images: the horizontal pass in int, the vertical one
+        # as its SIMD code does it ((x >> 4) * beta >> 16, summed, then (+2) >> 2).
+        left, right = taps.col_weights
+        top = bgr[..., :rh, :rw] * left + bgr[..., :rh, rw:] * right
+        bottom = bgr[..., rh:, :rw] * left + bgr[..., rh:, rw:] * right
+        upper, lower = taps.row_weights
+        value = (((top >> 4) * upper) >> 16) + (((bottom >> 4) * lower) >> 16)
+        pixels = ((value + 2) >> 2).clamp_(0, 255).index_select(1, self.channels)
+        tensor = pixels.float() * self.scale
+        if self.mean is not None:
+            tensor = tensor - self.mean
+        if self.std is not None:
+            tensor = tensor / self.std
+        out[:, :, box.pad_y : box.pad_y + rh, box.pad_x : box.pad_x + rw] = tensor
+
+    def _bgr_from_i420(self, source: Any, src_h: int, taps: _Taps) -> Any:
+        """BGR (count, 3, 2 * resized_h, 2 * resized_w) int32 at the resize's taps, with
+        OpenCV's integer arithmetic (each 2x2 block shares one chroma sample)."""
+        torch = self.torch
+        count, _, src_w = source.shape
+        luma = source[:, :src_h].index_select(1, taps.rows).index_select(2, taps.cols)
+        chroma = source[:, src_h:].reshape(count, 2, src_h // 2, src_w // 2)
+        chroma = chroma.index_select(2, taps.rows >> 1).index_select(3, taps.cols >> 1)
+        luma = (luma.to(torch.int32) - 16).clamp_(min=0) * _LUMA + _ROUND
+        u, v = (chroma.to(torch.int32) - 128).unbind(1)
+        blue = luma + _U_B * u
+        green = luma - _V_G * v - _U_G * u
+        red = luma + _V_R * v
+        return (torch.stack((blue, green, red), 1) >> 20).clamp_(0, 255)
+
+    def _taps_for(self, src_w: int, src_h: int, box: Letterbox) -> _Taps:
+        key = (src_w, src_h, box.resized_w, box.resized_h)
+        found = self._taps.get(key)
+        if found is None:
+            torch, device = self.torch, self.device
+            cols, rows = tables(*key)
+            top = np.clip(rows.offsets, 0, src_h - 1)
+            bottom = np.clip(rows.offsets + 1, 0, src_h - 1)
+            right = np.minimum(cols.offsets + 1, src_w - 1)
+            found = _Taps(
+                torch.from_numpy(np.concatenate([top, bottom]).astype(np.int64)).to(device),
+                torch.from_numpy(np.concatenate([cols.offsets, right]).astype(np.int64)).to(device),
+                torch.from_numpy(rows.weights.T.astype(np.int32).reshape(2, -1, 1)).to(device),
+                torch.from_numpy(np.ascontiguousarray(cols.weights.T, np.int32)).to(device),
+            )
+            self._taps[key] = found
+        return found
