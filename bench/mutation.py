@@ -146,6 +146,21 @@ MODULES: dict[str, list[str]] = {
         "tests/pipeline/serve/test_history_api_edges.py",
         "tests/pipeline/serve/test_http_api.py",
     ],
+    # Issue 28's 16-stream figure: the letterbox in torch, the preprocess node's choice of
+    # it, the infer node's device batch, the torch backend's device input.
+    "stages/preprocess/torch_letterbox.py": ["tests/stages/preprocess/test_torch_letterbox.py"],
+    "stages/preprocess/stage.py": [
+        "tests/stages/preprocess/test_torch_letterbox.py",
+        "tests/stages/preprocess/test_preprocess.py",
+    ],
+    "stages/infer/stage.py": [
+        "tests/stages/preprocess/test_torch_letterbox.py",
+        "tests/stages/preprocess/test_opencl.py::test_as_batch_takes_consecutive_views_without_copying",
+    ],
+    "stages/infer/backends/pytorch.py": ["tests/stages/infer/backends/test_pytorch.py"],
+    "stages/infer/backends/cuda_graphs.py": [
+        "tests/stages/infer/backends/test_pytorch.py::test_a_replay_takes_fewer_rows_than_its_graph",
+    ],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 
@@ -169,6 +184,15 @@ PARTS: dict[str, tuple[str, ...]] = {
     "stages/nms.py": ("ClassFilterCheck", "process", "stats", "__init__"),
     "pipeline/errors.py": ("install_hint", "MissingDependencyError"),
     "pipeline/assets.py": ("model_entry_of_file",),
+    "stages/preprocess/stage.py": (
+        "_chosen_backend",
+        "_open_torch",
+        "workers",
+        "_opencl_gpu_builds",
+    ),
+    "stages/infer/stage.py": ("as_batch", "_as_device_batch", "_detect_one_size"),
+    "stages/infer/backends/pytorch.py": ("run_on_device", "_staged"),
+    "stages/infer/backends/cuda_graphs.py": ("run",),
 }
 """Module -> the functions mutated (default: the whole module)."""
 

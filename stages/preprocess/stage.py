@@ -197,9 +197,11 @@ class PreprocessStage(BatchStage):
                 backend.device if backend is not None else "none",
             )
             return
+        import torch  # the torch backend downstream has imported it already
+
         self.front = TorchLetterbox(
             self._spec(),
-            backend._torch,  # type: ignore[union-attr]
+            torch,
             device,
             depth=self.config.in_flight,
             max_batch=self.max_batch,
