@@ -156,6 +156,7 @@ MODULES: dict[str, list[str]] = {
     "stages/infer/stage.py": [
         "tests/stages/preprocess/test_torch_letterbox.py",
         "tests/stages/preprocess/test_opencl.py::test_as_batch_takes_consecutive_views_without_copying",
+        "tests/stages/infer/test_as_batch.py",
     ],
     "stages/infer/backends/pytorch.py": ["tests/stages/infer/backends/test_pytorch.py"],
     "stages/infer/backends/cuda_graphs.py": [

@@ -193,13 +193,13 @@ def test_a_replay_takes_fewer_rows_than_its_graph() -> None:
     graphs._lock = threading.Lock()
     graphs._graphs = {}
     for size in (2, 4):
-        static_in, static_out = torch.full((size, 3), 7.0), torch.zeros(size, 3)
+        static_in, static_out = torch.full((size, 5), 7.0), torch.zeros(size, 5)
         graphs._graphs[size] = (_ReplayDoubles(static_in, static_out), static_in, static_out)
-    batch = torch.arange(9, dtype=torch.float32).reshape(3, 3)
+    batch = torch.arange(15, dtype=torch.float32).reshape(3, 5)  # rows != columns
     out = graphs.run(batch, 3, 4)
-    assert torch.equal(out, batch * 2) and out.shape == (3, 3)
+    assert torch.equal(out, batch * 2) and out.shape == (3, 5)
     _, static_in, static_out = graphs._graphs[4]
-    assert torch.equal(static_in[:3], batch) and torch.equal(static_in[3], torch.full((3,), 7.0))
+    assert torch.equal(static_in[:3], batch) and torch.equal(static_in[3], torch.full((5,), 7.0))
     out[0, 0] = -1  # a copy: the next replay does not change what was returned
     assert static_out[0, 0] == 0
     # Without rows, the staged batch's own length names the graph.
