@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -27,6 +27,43 @@ class StreamInfo:
     """Frames per second (the container's average rate), None when unknown."""
     frame_count: int | None = None
     live: bool = False
+
+
+class I420Planes(Protocol):
+    """A decoded I420 picture still in its decoder's planes: ``yuv``'s array is made from it
+    only when something reads it, and a device front end copies it straight into its staging
+    memory instead (one copy of the picture, not two)."""
+
+    shape: tuple[int, int]
+    """The I420 array's shape: (height * 3 / 2, width)."""
+    nbytes: int
+
+    def to_array(self) -> np.ndarray:
+        """The planes as one I420 array (a copy)."""
+        ...
+
+    def copy_into(self, out: np.ndarray) -> None:
+        """Writes the picture into ``out`` (1-D uint8, ``nbytes`` long) as the I420 array."""
+        ...
+
+
+Picture = np.ndarray | I420Planes
+"""What a device front end takes per frame: a BGR or I420 array, or an I420 picture still in
+its decoder's planes (``Frame.i420``)."""
+
+
+def contiguous(picture: Picture) -> Picture:
+    """Arrays made C-contiguous (a copy only where they are not); planes as they are."""
+    return np.ascontiguousarray(picture) if isinstance(picture, np.ndarray) else picture
+
+
+def copy_picture(picture: Picture, out: np.ndarray) -> None:
+    """Writes a contiguous array or decoder planes into ``out``, 1-D uint8 of their
+    ``nbytes``."""
+    if isinstance(picture, np.ndarray):
+        out[...] = picture.reshape(-1)
+    else:
+        picture.copy_into(out)
 
 
 @dataclass(eq=False)
@@ -69,13 +106,26 @@ class Frame:
     pictures (limited-range BT.601 or untagged, even size, upright). ``image`` is then made
     from it on first use, with OpenCV's BT.601 conversion: the one colour conversion of every
     path (OpenCL preprocessing does the same arithmetic in its kernel)."""
+    planes: InitVar[I420Planes | None] = None
+    """Instead of ``yuv``: the decoder's planes, from which ``yuv`` is made on first read."""
+
+    def __post_init__(self, planes: I420Planes | None) -> None:
+        if planes is not None:
+            self.__dict__["_planes"] = planes
+
+    def i420(self) -> np.ndarray | I420Planes | None:
+        """The I420 picture as held, without copying it: ``yuv``'s array once made, else the
+        decoder's planes (for ``copy_picture``); None for a frame without one."""
+        array = self.__dict__.get("_yuv")
+        return array if array is not None else self.__dict__.get("_planes")
 
     @property
     def shape(self) -> tuple[int, int, int]:
         """``image.shape``, without making the image."""
         held = self.__dict__.get("_image")
-        if held is None and self.yuv is not None:
-            return (self.yuv.shape[0] * 2 // 3, self.yuv.shape[1], 3)
+        picture = self.i420()
+        if held is None and picture is not None:
+            return (picture.shape[0] * 2 // 3, picture.shape[1], 3)
         return _image(self).shape
 
     def __repr__(self) -> str:
@@ -98,10 +148,26 @@ def _set_image(frame: Frame, image: np.ndarray | None) -> None:
     frame.__dict__["_image"] = image
 
 
-# ``image`` is made from ``yuv`` when first read (a data descriptor, so the dataclass's own
-# __init__ assignment goes through it too).
-# mypy reads the field's annotation, not this property; both say np.ndarray.
+def _yuv(frame: Frame) -> np.ndarray | None:
+    array = frame.__dict__.get("_yuv")
+    if array is None:
+        planes = frame.__dict__.pop("_planes", None)
+        if planes is not None:
+            array = frame.__dict__["_yuv"] = planes.to_array()
+    return array
+
+
+def _set_yuv(frame: Frame, array: np.ndarray | None) -> None:
+    frame.__dict__.pop("_planes", None)
+    frame.__dict__["_yuv"] = array
+
+
+# ``image`` is made from ``yuv``, and ``yuv`` from the decoder's planes, when first read (data
+# descriptors, so the dataclass's own __init__ assignments go through them too).
+# mypy reads the fields' annotations, not these properties; both say np.ndarray.
 Frame.image = property(_image, _set_image)  # type: ignore[assignment]
+# The same: yuv's annotation and this property's getter both say np.ndarray | None.
+Frame.yuv = property(_yuv, _set_yuv)  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

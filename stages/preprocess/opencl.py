@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.stages.preprocess.cl_kernel import (
     OpenCLUnavailable,
     TensorSpec,
@@ -119,10 +120,11 @@ class OpenCLLetterbox:
             )
         slot.in_bytes = nbytes
 
-    def submit(self, images: Sequence[np.ndarray]) -> Pending:
+    def submit(self, images: Sequence[Picture]) -> Pending:
         """Enqueue up to ``max_batch`` frames (any sizes): BGR (h, w, 3), or I420 planes
-        (h * 3 / 2, w) as a 2-D array, converted in the kernel. Returns at once. Each submitted
-        batch must be collected with ``result`` before ``depth`` more are submitted."""
+        (h * 3 / 2, w) as a 2-D array or as the decoder's planes, converted in the kernel.
+        Returns at once. Each submitted batch must be collected with ``result`` before
+        ``depth`` more are submitted."""
         if not 1 <= len(images) <= self.max_batch:
             raise ValueError(f"submit takes 1 to {self.max_batch} frames, got {len(images)}")
         cl = self.cl
@@ -130,7 +132,7 @@ class OpenCLLetterbox:
         self._next = (self._next + 1) % len(self.slots)
         if slot.done is not None:
             slot.done.wait()
-        frames = [np.ascontiguousarray(image) for image in images]
+        frames = [contiguous(image) for image in images]
         offsets = np.cumsum([0] + [frame.nbytes for frame in frames]).tolist()
         self._ensure_input(slot, offsets[-1])
         if self.program.unified:
@@ -144,19 +146,19 @@ class OpenCLLetterbox:
                 is_blocking=True,
             )
             for frame, start in zip(frames, offsets, strict=False):
-                mapped[start : start + frame.nbytes] = frame.reshape(-1)
+                copy_picture(frame, mapped[start : start + frame.nbytes])
             mapped.base.release(queue=self.upload_q)
             uploaded = cl.enqueue_marker(self.upload_q)
         else:
             for frame, start in zip(frames, offsets, strict=False):
-                slot.host_in[start : start + frame.nbytes] = frame.reshape(-1)
+                copy_picture(frame, slot.host_in[start : start + frame.nbytes])
             uploaded = cl.enqueue_copy(
                 self.upload_q, slot.device_in, slot.host_in[: offsets[-1]], is_blocking=False
             )
         events, boxes = [], []
         for first, count in same_shape_runs(frames):
             frame = frames[first]
-            i420 = frame.ndim == 2
+            i420 = len(frame.shape) == 2
             shape = (frame.shape[0] * 2 // 3, frame.shape[1]) if i420 else frame.shape[:2]
             # One launch per run of same-sized frames (packed back to back): the launch, not
             # the kernel, was the per-frame cost the host paid with 16 streams.
@@ -215,7 +217,7 @@ class OpenCLLetterbox:
         return self.result(pending)[0], pending.letterboxes[0]
 
 
-def same_shape_runs(frames: Sequence[np.ndarray]) -> list[tuple[int, int]]:
+def same_shape_runs(frames: Sequence[Picture]) -> list[tuple[int, int]]:
     """(first index, count) of each run of consecutive frames with one shape (and so one
     layout: I420 planes are 2-D, BGR 3-D), in order."""
     runs: list[tuple[int, int]] = []

@@ -233,8 +233,10 @@ class PreprocessStage(BatchStage):
         as_yuv = self.config.yuv_input
         pending = None
         if wanted:
+            # Planes still in the decoder are copied once, straight into the front's staging.
+            pictures = [f.i420() if as_yuv else None for f in wanted]
             pending = self.front.submit(
-                [f.yuv if as_yuv and f.yuv is not None else f.image for f in wanted]
+                [p if p is not None else f.image for p, f in zip(pictures, wanted, strict=True)]
             )
         self._in_flight.append((frames, pending))
         if len(self._in_flight) < self.config.in_flight:

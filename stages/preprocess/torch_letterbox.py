@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
 from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
 from vapipe.stages.preprocess.opencl import same_shape_runs
@@ -88,13 +89,13 @@ class TorchLetterbox:
             return f"torch {self.device} ({self.torch.cuda.get_device_name(self.device)})"
         return f"torch {self.device}"
 
-    def submit(self, images: Sequence[np.ndarray]) -> Pending:
+    def submit(self, images: Sequence[Picture]) -> Pending:
         """Returns at once; each submitted batch must be collected with ``result`` before
         ``depth`` more are submitted."""
         if not 1 <= len(images) <= self.max_batch:
             raise ValueError(f"submit takes 1 to {self.max_batch} frames, got {len(images)}")
         torch = self.torch
-        frames = [np.ascontiguousarray(image) for image in images]
+        frames = [contiguous(image) for image in images]
         offsets = np.cumsum([0] + [frame.nbytes for frame in frames]).tolist()
         slot = self.slots[self._next]
         self._next = (self._next + 1) % len(self.slots)
@@ -104,7 +105,7 @@ class TorchLetterbox:
             slot.staging = torch.empty(offsets[-1], dtype=torch.uint8, pin_memory=self.on_gpu)
         host = slot.staging.numpy()
         for frame, start in zip(frames, offsets, strict=False):
-            host[start : start + frame.nbytes] = frame.reshape(-1)
+            copy_picture(frame, host[start : start + frame.nbytes])
         conv = self.conv
         with (
             torch.inference_mode(),

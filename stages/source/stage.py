@@ -26,6 +26,7 @@ from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
+from vapipe.stages.source.decoded import DecodedI420
 from vapipe.stages.source.images import image_paths
 from vapipe.stages.source.inputs import files_read, input_spec, is_live, spec_of
 from vapipe.stages.source.opening import (
@@ -340,13 +341,13 @@ class VideoSource(SourceStage):
                 last_frame_at = time.monotonic()
 
     def _frame(self, picture: Any, pts: float) -> Frame:
-        yuv = None
-        # One colour conversion on every path: plain 4:2:0 pictures travel as I420 and become
-        # BGR with OpenCV's BT.601 arithmetic (Frame.image, on first read), which is also what
-        # the OpenCL kernel does; the others are converted here by swscale, with their own
-        # matrix and range, for every stage alike.
+        planes = None
+        # One colour conversion on every path: plain 4:2:0 pictures travel as I420 (in the
+        # decoder's planes until read) and become BGR with OpenCV's BT.601 arithmetic
+        # (Frame.image, on first read), which is also what the OpenCL kernel does; the others
+        # are converted here by swscale, with their own matrix and range, for every stage alike.
         if plain_i420(picture, self.config.auto_rotate):
-            yuv = picture.to_ndarray(format="yuv420p")
+            planes = DecodedI420(picture)
             self.yuv_frames += 1
         if self.stream_info is None:
             raise PipelineError(f"{self.display_uri}: a frame came before its stream opened")
@@ -356,9 +357,9 @@ class VideoSource(SourceStage):
             pts=pts,
             capture_time=time.time(),
             # None: made from ``yuv`` when first read (Frame.image is a property over it).
-            image=None if yuv is not None else upright(picture, self.config.auto_rotate),  # type: ignore[arg-type]
+            image=None if planes is not None else upright(picture, self.config.auto_rotate),  # type: ignore[arg-type]
             stream=self.stream_info,
-            yuv=yuv,
+            planes=planes,
         )
         self._seq += 1
         return frame
