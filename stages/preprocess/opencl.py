@@ -17,6 +17,7 @@ import numpy as np
 
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.stages.preprocess.cl_kernel import (
+    LetterboxProgram,
     OpenCLUnavailable,
     TensorSpec,
     open_program,
@@ -61,13 +62,18 @@ class OpenCLLetterbox:
         platform: str | None = None,
         depth: int = 2,
         max_batch: int = 1,
+        program: LetterboxProgram | None = None,
     ) -> None:
+        """``program``: one already built for this output type (``auto``'s probe), used
+        instead of building again."""
         cl = pyopencl_module()
         self.cl = cl
         self.conv = conv
         self.max_batch = max_batch
         try:
-            self.program = open_program(device, platform, conv.dtype)
+            if program is None or program.dtype != np.dtype(conv.dtype):
+                program = open_program(device, platform, conv.dtype)
+            self.program = program
             ctx = self.program.context
             self.upload_q = cl.CommandQueue(ctx)
             self.compute_q = cl.CommandQueue(ctx)

@@ -23,7 +23,7 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
 from vapipe.stages.infer.interval import SCHEDULED
 from vapipe.stages.infer.stage import RECT_STRIDE, InferStage, ModelInput
-from vapipe.stages.preprocess.cl_kernel import TensorSpec
+from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec
 from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for, rect_size
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,11 @@ class PreprocessStage(BatchStage):
         if device is not None and device.type != "cpu":
             chosen = "torch"
         else:
-            chosen = "opencl" if _opencl_gpu_builds() else "numpy"
+            dtype = np.dtype(infer.model_input.dtype) if infer else np.dtype(np.float32)
+            # Kept for _open_opencl: a second build would miss the program cache (its key
+            # is the context, and OpenCLLetterbox would make a new one).
+            self._probed = _opencl_gpu_program(dtype)
+            chosen = "opencl" if self._probed is not None else "numpy"
         log.info('%s: backend = "auto" picks %s', self.name, chosen)
         return chosen
 
@@ -176,6 +180,7 @@ class PreprocessStage(BatchStage):
                 platform=cfg.platform,
                 depth=cfg.in_flight,
                 max_batch=self.max_batch,
+                program=self.__dict__.pop("_probed", None),
             )
         except OpenCLUnavailable as exc:
             log.warning("%s: OpenCL unavailable (%s); using the numpy backend", self.name, exc)
@@ -301,16 +306,15 @@ class PreprocessStage(BatchStage):
         return np.ascontiguousarray(chw, dtype=self.dtype), box
 
 
-def _opencl_gpu_builds() -> bool:
-    """Whether an OpenCL GPU device here builds the letterbox kernel (``auto``'s second
-    choice: a CPU runtime is no faster than numpy)."""
+def _opencl_gpu_program(dtype: np.dtype) -> LetterboxProgram | None:
+    """The letterbox kernel built on an OpenCL GPU device here, None where none builds it
+    (``auto``'s second choice: a CPU runtime is no faster than numpy)."""
     from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, open_program
 
     try:
-        open_program("gpu", None, np.dtype(np.float32))
+        return open_program("gpu", None, dtype)
     except OpenCLUnavailable:
-        return False
-    return True
+        return None
 
 
 def shape_only(shape: tuple[int, ...]) -> np.ndarray:

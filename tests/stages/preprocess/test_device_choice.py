@@ -122,3 +122,48 @@ def test_doctor_names_the_device_whose_kernel_built(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert f'device = "auto" picks: {chosen.name.strip()}\n' in out
     assert "letterbox kernel builds (work-group " in out
+
+
+@pytest.mark.parametrize(("probed", "builds"), [(np.float32, 0), (np.float16, 1)])
+def test_auto_runs_the_kernel_its_probe_built_without_building_again(
+    device, monkeypatch: pytest.MonkeyPatch, probed: type, builds: int
+) -> None:
+    """The probe's program is handed on (a second build would miss the program cache, whose
+    key is the context); one built for another output type is not."""
+    from vapipe.pipeline.stage import StageContext
+    from vapipe.stages.preprocess import opencl
+    from vapipe.stages.preprocess import stage as stage_module
+
+    program = open_program("auto", None, np.dtype(probed))  # what a GPU probe would give
+    monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: program)
+    built: list[str] = []
+    real = opencl.open_program
+
+    def counted(kind, platform, dtype):  # type: ignore[no-untyped-def]
+        built.append(kind)
+        return real("auto", platform, dtype)
+
+    monkeypatch.setattr(opencl, "open_program", counted)
+    pre = stage_module.PreprocessStage(
+        "pre",
+        stage_module.PreprocessConfig(
+            backend="auto", input_size=[64, 64], placement="center", color="rgb", scale=1.0
+        ),
+    )
+    pre.open(StageContext("pre"))
+    assert pre.backend == "opencl" and len(built) == builds
+    assert (pre.opencl.program is program) == (builds == 0)
+    assert pre.opencl.program.dtype == np.float32
+    image = np.arange(48 * 32 * 3, dtype=np.uint8).reshape(48, 32, 3)
+    [done] = [*pre.process_batch([frame_of(image)]), *pre.flush()]
+    expected, _ = pre.tensor(image)
+    assert np.array_equal(done.tensor, expected)
+
+
+def frame_of(image: np.ndarray):  # type: ignore[no-untyped-def]
+    from fractions import Fraction
+
+    from vapipe.pipeline.frame import Frame, StreamInfo
+
+    info = StreamInfo("cam", "clip.mp4", image.shape[1], image.shape[0], Fraction(25))
+    return Frame("cam", 0, 0.0, 0.0, image, info)

@@ -149,37 +149,41 @@ def _stage_for(infer: object, backend: str = "auto"):  # type: ignore[no-untyped
 def test_auto_takes_torch_where_the_model_runs_on_a_torch_gpu(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import vapipe.stages.preprocess.stage as stage_module
 
-    monkeypatch.setattr(stage_module, "_opencl_gpu_builds", lambda: True)
+    monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: "built")
     on = SimpleNamespace
-    assert _stage_for(on(backend=on(torch_device=on(type="cuda")))) == "torch"
+    fp32 = on(dtype=np.float32)
+    assert _stage_for(on(backend=on(torch_device=on(type="cuda")), model_input=fp32)) == "torch"
     # Torch on the CPU, or another backend: OpenCL on a GPU where its kernel builds ...
-    assert _stage_for(on(backend=on(torch_device=on(type="cpu")))) == "opencl"
-    assert _stage_for(on(backend=on(device="CPUExecutionProvider"))) == "opencl"
+    assert _stage_for(on(backend=on(torch_device=on(type="cpu")), model_input=fp32)) == "opencl"
+    assert _stage_for(on(backend=on(device="CPUExecutionProvider"), model_input=fp32)) == "opencl"
     assert _stage_for(None) == "opencl"
     # ... else numpy; and a named backend is what it names.
-    monkeypatch.setattr(stage_module, "_opencl_gpu_builds", lambda: False)
-    assert _stage_for(on(backend=on(torch_device=on(type="cpu")))) == "numpy"
-    assert _stage_for(on(backend=on(torch_device=on(type="cuda")))) == "torch"
+    monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: None)
+    assert _stage_for(on(backend=on(torch_device=on(type="cpu")), model_input=fp32)) == "numpy"
+    assert _stage_for(on(backend=on(torch_device=on(type="cuda")), model_input=fp32)) == "torch"
     assert _stage_for(on(backend=on(torch_device=on(type="cuda"))), "opencl") == "opencl"
     assert _stage_for(None, "torch") == "torch"
 
 
 def test_auto_never_takes_a_cpu_opencl_device(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """PoCL's CPU device is no faster than numpy: ``auto`` asks OpenCL for a GPU only."""
+    """PoCL's CPU device is no faster than numpy: ``auto`` asks OpenCL for a GPU only, for
+    the model's output type."""
     import vapipe.stages.preprocess.stage as stage_module
 
     asked = []
 
     def open_program(kind, platform, dtype):  # type: ignore[no-untyped-def]
-        asked.append(kind)
+        asked.append((kind, dtype))
         raise stage_module_cl.OpenCLUnavailable("no OpenCL GPU device")
 
     import vapipe.stages.preprocess.cl_kernel as stage_module_cl
 
     monkeypatch.setattr(stage_module_cl, "open_program", open_program)
-    assert stage_module._opencl_gpu_builds() is False and asked == ["gpu"]
-    monkeypatch.setattr(stage_module_cl, "open_program", lambda kind, platform, dtype: object())
-    assert stage_module._opencl_gpu_builds() is True
+    half = np.dtype(np.float16)
+    assert stage_module._opencl_gpu_program(half) is None and asked == [("gpu", half)]
+    built = object()
+    monkeypatch.setattr(stage_module_cl, "open_program", lambda kind, platform, dtype: built)
+    assert stage_module._opencl_gpu_program(half) is built
 
 
 def test_as_batch_takes_a_device_batch_as_it_is_else_stacks() -> None:
