@@ -152,6 +152,8 @@ MODULES: dict[str, list[str]] = {
     "stages/preprocess/stage.py": [
         "tests/stages/preprocess/test_torch_letterbox.py",
         "tests/stages/preprocess/test_preprocess.py",
+        "tests/stages/preprocess/test_device_choice.py",
+        "tests/stages/source/test_decoded_planes.py",
     ],
     "stages/infer/stage.py": [
         "tests/stages/preprocess/test_torch_letterbox.py",
@@ -161,6 +163,17 @@ MODULES: dict[str, list[str]] = {
     "stages/infer/backends/pytorch.py": ["tests/stages/infer/backends/test_pytorch.py"],
     "stages/infer/backends/cuda_graphs.py": [
         "tests/stages/infer/backends/test_pytorch.py::test_a_replay_takes_fewer_rows_than_its_graph",
+    ],
+    # Pictures kept in their decoder's planes and copied once into a front end's staging.
+    "stages/source/decoded.py": ["tests/stages/source/test_decoded_planes.py"],
+    "pipeline/frame.py": [
+        "tests/stages/source/test_decoded_planes.py",
+        "tests/stages/preprocess/test_yuv.py",
+    ],
+    "stages/preprocess/opencl.py": [
+        "tests/stages/preprocess/test_device_choice.py",
+        "tests/stages/preprocess/test_yuv.py",
+        "tests/stages/preprocess/test_opencl.py",
     ],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
@@ -189,8 +202,20 @@ PARTS: dict[str, tuple[str, ...]] = {
         "_chosen_backend",
         "_open_torch",
         "workers",
-        "_opencl_gpu_builds",
+        "_opencl_gpu_program",
+        "_open_opencl",
+        "process_batch",
     ),
+    "pipeline/frame.py": (
+        "copy_picture",
+        "contiguous",
+        "__post_init__",
+        "i420",
+        "shape",
+        "_yuv",
+        "_set_yuv",
+    ),
+    "stages/preprocess/opencl.py": ("__init__", "submit", "same_shape_runs"),
     "stages/infer/stage.py": ("as_batch", "_as_device_batch", "_detect_one_size"),
     "stages/infer/backends/pytorch.py": ("run_on_device", "_staged"),
     "stages/infer/backends/cuda_graphs.py": ("run",),
