@@ -61,7 +61,7 @@ def copy_picture(picture: Picture, out: np.ndarray) -> None:
     """Writes a contiguous array or decoder planes into ``out``, 1-D uint8 of their
     ``nbytes``."""
     if isinstance(picture, np.ndarray):
-        out[...] = picture.reshape(-1)
+        out[...] = picture.ravel()
     else:
         picture.copy_into(out)
 

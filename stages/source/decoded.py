@@ -30,12 +30,11 @@ class DecodedI420:
     def copy_into(self, out: np.ndarray) -> None:
         start = 0
         for plane in self.picture.planes:
-            rows, cols = plane.height, plane.width
-            if plane.line_size < cols:  # a bottom-up picture (negative stride): not a decoder's
-                out[...] = self.to_array().reshape(-1)
+            rows, cols, line = plane.height, plane.width, plane.line_size
+            if line < cols:  # a bottom-up picture (negative stride): not a decoder's
+                out[...] = self.to_array().ravel()
                 return
             # Each row of a plane is padded to line_size bytes; the view skips the padding.
-            lines = np.frombuffer(plane, np.uint8)[: rows * plane.line_size]
-            view = lines.reshape(rows, plane.line_size)[:, :cols]
+            view = np.ndarray((rows, cols), np.uint8, buffer=plane, strides=(line, 1))
             out[start : start + rows * cols].reshape(rows, cols)[...] = view
             start += rows * cols

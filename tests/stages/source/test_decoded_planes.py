@@ -6,6 +6,7 @@ skipped."""
 from __future__ import annotations
 
 from fractions import Fraction
+from types import SimpleNamespace
 
 import av
 import cv2
@@ -61,13 +62,33 @@ def test_planes_copied_into_staging_are_the_i420_array(clip: str) -> None:
         assert np.array_equal(planes.to_array(), expected)
 
 
-@pytest.mark.parametrize(("width", "height"), [(802, 452), (66, 10), (1922, 6)])
-def test_rows_padded_to_the_line_size_are_skipped(width: int, height: int) -> None:
+@pytest.mark.parametrize(
+    ("width", "height", "padded"),
+    [(802, 452, True), (66, 10, True), (1922, 6, True), (128, 8, False)],
+)
+def test_rows_padded_to_the_line_size_are_skipped(width: int, height: int, padded: bool) -> None:
     picture = padded_picture(width, height)
-    assert picture.planes[0].line_size > width or picture.planes[1].line_size > width // 2
+    lines = [(plane.line_size, plane.width) for plane in picture.planes]
+    assert any(line > cols for line, cols in lines) == padded
+    planes = Counting(picture)
     out = np.empty(width * height * 3 // 2, np.uint8)
-    DecodedI420(picture).copy_into(out)
+    planes.copy_into(out)
     assert np.array_equal(out, picture.to_ndarray(format="yuv420p").reshape(-1))
+    assert planes.arrays == 0  # straight from the planes, not through PyAV's array
+
+
+def test_a_bottom_up_plane_is_copied_through_pyav_s_own_array() -> None:
+    """A negative line size (rows stored last to first) is not what decoders give; such a
+    picture goes through ``to_ndarray``, which knows the layout."""
+    array = np.arange(6 * 4, dtype=np.uint8).reshape(6, 4)  # a 4 x 4 picture's I420 rows
+    upside_down = SimpleNamespace(
+        width=4, height=4, planes=[SimpleNamespace(height=4, width=4, line_size=-4)],
+        to_ndarray=lambda format: array,
+    )  # fmt: skip
+    planes = DecodedI420(upside_down)
+    out = np.zeros(24, np.uint8)
+    planes.copy_into(out)
+    assert np.array_equal(out, array.reshape(-1))
 
 
 def test_a_frame_makes_yuv_from_its_planes_only_when_read_and_once() -> None:
@@ -75,11 +96,14 @@ def test_a_frame_makes_yuv_from_its_planes_only_when_read_and_once() -> None:
     planes = Counting(picture)
     frame = Frame("cam", 0, 0.0, 0.0, None, INFO, planes=planes)  # type: ignore[arg-type]
     assert frame.shape == (450, 800, 3) and frame.i420() is planes and planes.arrays == 0
+    assert all(type(size) is int for size in frame.shape)
     assert contiguous(planes) is planes  # planes are not arrays: handed on as they are
     array = frame.yuv
     assert array is not None and np.array_equal(array, picture.to_ndarray(format="yuv420p"))
     assert frame.yuv is array and frame.i420() is array and planes.arrays == 1
     assert frame.image.shape == (450, 800, 3) and planes.arrays == 1
+    frame.image = np.zeros((45, 80, 3), np.uint8)  # a stage's own picture: its shape wins
+    assert frame.shape == (45, 80, 3)
     frame.yuv = None  # let go: the decoder's planes go with the array
     assert frame.i420() is None and "_planes" not in frame.__dict__
 
