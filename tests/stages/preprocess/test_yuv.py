@@ -161,3 +161,39 @@ def picture(**overrides: object) -> SimpleNamespace:
 )
 def test_which_pictures_travel_as_i420(overrides: dict, auto_rotate: bool, plain: bool) -> None:
     assert plain_i420(picture(**overrides), auto_rotate) is plain
+
+
+@pytest.mark.parametrize("unified", [True, False], ids=["unified-memory", "discrete-gpu"])
+def test_both_staging_paths_take_decoder_planes_arrays_and_bgr(device, unified: bool) -> None:
+    """A discrete GPU's path (host staging copied to a device buffer) and unified memory's
+    (the buffer mapped and written): this machine's OpenCL runs either when told to."""
+    from vapipe.stages.preprocess.cl_kernel import open_program
+    from vapipe.stages.source.decoded import DecodedI420
+
+    program = open_program("auto", None, np.dtype(np.float32))
+    program.unified = unified
+    kernel = OpenCLLetterbox(
+        TensorSpec(416, 416, "top-left", False, 1.0), max_batch=3, depth=2, program=program
+    )
+    assert kernel.program is program
+    reference = numpy_stage(416, "top-left", "bgr", 1.0)
+    with av.open(str(asset("media", "traffic.mp4"))) as container:
+        decoded = container.decode(video=0)
+        pictures = [next(decoded) for _ in range(7)]
+    arrays = [p.to_ndarray(format="yuv420p") for p in pictures]
+    expected = [reference.tensor(cv2.cvtColor(a, cv2.COLOR_YUV2BGR_I420))[0] for a in arrays]
+    bgr = cv2.cvtColor(arrays[6], cv2.COLOR_YUV2BGR_I420)
+    batches = [  # three in flight over two slots, each its own mix and count
+        [DecodedI420(pictures[0]), arrays[1], DecodedI420(pictures[2])],
+        [DecodedI420(pictures[3])],
+        [arrays[4], DecodedI420(pictures[5]), bgr],
+    ]
+    firsts = [0, 3, 4]
+    pending = [kernel.submit(batches[0]), kernel.submit(batches[1])]
+    got = [kernel.result(pending[0]).copy()]
+    pending.append(kernel.submit(batches[2]))
+    got += [kernel.result(p).copy() for p in pending[1:]]
+    for first, batch, tensors in zip(firsts, batches, got, strict=True):
+        assert tensors.shape[0] >= len(batch)
+        for index in range(len(batch)):
+            assert np.array_equal(tensors[index], expected[first + index]), (first, index)
