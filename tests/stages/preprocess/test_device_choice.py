@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -151,7 +152,7 @@ def test_auto_runs_the_kernel_its_probe_built_without_building_again(
         ),
     )
     pre.open(StageContext("pre"))
-    assert pre.backend == "opencl" and len(built) == builds
+    assert pre.backend == "opencl" and built == ["gpu"] * builds  # auto: a GPU or nothing
     assert (pre.opencl.program is program) == (builds == 0)
     assert pre.opencl.program.dtype == np.float32
     image = np.arange(48 * 32 * 3, dtype=np.uint8).reshape(48, 32, 3)
@@ -167,3 +168,36 @@ def frame_of(image: np.ndarray):  # type: ignore[no-untyped-def]
 
     info = StreamInfo("cam", "clip.mp4", image.shape[1], image.shape[0], Fraction(25))
     return Frame("cam", 0, 0.0, 0.0, image, info)
+
+
+@pytest.mark.parametrize("kind", ["cpu", "auto"])
+def test_a_named_opencl_backend_asks_for_the_device_kind_configured(
+    device, monkeypatch: pytest.MonkeyPatch, kind: Literal["cpu", "auto"]
+) -> None:
+    """``auto``'s GPU-only rule is for the backend ``auto``: ``backend = "opencl"`` asks for
+    the configured ``device``, a CPU runtime included."""
+    from vapipe.pipeline.stage import StageContext
+    from vapipe.stages.preprocess import opencl
+    from vapipe.stages.preprocess import stage as stage_module
+
+    asked: list[str] = []
+    real = opencl.open_program
+
+    def recorded(kind, platform, dtype):  # type: ignore[no-untyped-def]
+        asked.append(kind)
+        return real("auto", platform, dtype)
+
+    monkeypatch.setattr(opencl, "open_program", recorded)
+    pre = stage_module.PreprocessStage(
+        "pre",
+        stage_module.PreprocessConfig(
+            backend="opencl",
+            device=kind,
+            input_size=[64, 64],
+            placement="center",
+            color="rgb",
+            scale=1.0,
+        ),
+    )
+    pre.open(StageContext("pre"))
+    assert asked == [kind] and pre.device_name.startswith("opencl: ")

@@ -152,16 +152,18 @@ def test_auto_takes_torch_where_the_model_runs_on_a_torch_gpu(monkeypatch) -> No
     monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: "built")
     on = SimpleNamespace
     fp32 = on(dtype=np.float32)
-    assert _stage_for(on(backend=on(torch_device=on(type="cuda")), model_input=fp32)) == "torch"
+    # torch's own device objects: their type strings are not the interned literals
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert _stage_for(on(backend=on(torch_device=cuda), model_input=fp32)) == "torch"
     # Torch on the CPU, or another backend: OpenCL on a GPU where its kernel builds ...
-    assert _stage_for(on(backend=on(torch_device=on(type="cpu")), model_input=fp32)) == "opencl"
+    assert _stage_for(on(backend=on(torch_device=cpu), model_input=fp32)) == "opencl"
     assert _stage_for(on(backend=on(device="CPUExecutionProvider"), model_input=fp32)) == "opencl"
     assert _stage_for(None) == "opencl"
     # ... else numpy; and a named backend is what it names.
     monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: None)
-    assert _stage_for(on(backend=on(torch_device=on(type="cpu")), model_input=fp32)) == "numpy"
-    assert _stage_for(on(backend=on(torch_device=on(type="cuda")), model_input=fp32)) == "torch"
-    assert _stage_for(on(backend=on(torch_device=on(type="cuda"))), "opencl") == "opencl"
+    assert _stage_for(on(backend=on(torch_device=cpu), model_input=fp32)) == "numpy"
+    assert _stage_for(on(backend=on(torch_device=cuda), model_input=fp32)) == "torch"
+    assert _stage_for(on(backend=on(torch_device=cuda)), "opencl") == "opencl"
     assert _stage_for(None, "torch") == "torch"
 
 
