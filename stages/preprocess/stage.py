@@ -79,7 +79,7 @@ class PreprocessStage(BatchStage):
         model: ModelInput | None = infer.model_input if infer else None
         # OpenCL takes what is queued, up to the model's batch, into one buffer; it never
         # waits for more. The numpy path works frame by frame (in `workers` threads).
-        self.backend = self._chosen_backend(infer)
+        self.backend, probed = self._chosen_backend(infer)
         self.max_batch = infer.max_batch if infer and self.backend != "numpy" else 1
         self.batch_timeout_s = 0.0
         if model is None:
@@ -118,7 +118,7 @@ class PreprocessStage(BatchStage):
         self._in_flight: deque[tuple[list[Frame], Any]] = deque()
         self.device_name = "numpy"
         if self.backend == "opencl":
-            self._open_opencl()
+            self._open_opencl(probed)
         elif self.backend == "torch":
             self._open_torch(infer)
         chosen = self.backend
@@ -137,22 +137,23 @@ class PreprocessStage(BatchStage):
             self.device_name,
         )
 
-    def _chosen_backend(self, infer: InferStage | None) -> str:
-        """The backend ``auto`` stands for here (the others stand for themselves)."""
+    def _chosen_backend(self, infer: InferStage | None) -> tuple[str, LetterboxProgram | None]:
+        """The backend ``auto`` stands for here (the others stand for themselves), and the
+        program its OpenCL probe built: a second build would miss the program cache (its key
+        is the context, and OpenCLLetterbox would make a new one)."""
         wanted = self.config.backend
         if wanted != "auto":
-            return wanted
+            return wanted, None
         device = getattr(infer.backend if infer else None, "torch_device", None)
+        probed = None
         if device is not None and device.type != "cpu":
             chosen = "torch"
         else:
             dtype = np.dtype(infer.model_input.dtype) if infer else np.dtype(np.float32)
-            # Kept for _open_opencl: a second build would miss the program cache (its key
-            # is the context, and OpenCLLetterbox would make a new one).
-            self._probed = _opencl_gpu_program(dtype)
-            chosen = "opencl" if self._probed is not None else "numpy"
+            probed = _opencl_gpu_program(dtype)
+            chosen = "opencl" if probed is not None else "numpy"
         log.info('%s: backend = "auto" picks %s', self.name, chosen)
-        return chosen
+        return chosen, probed
 
     def _spec(self) -> TensorSpec:
         cfg = self.config
@@ -168,7 +169,7 @@ class PreprocessStage(BatchStage):
             self.dtype,
         )
 
-    def _open_opencl(self) -> None:
+    def _open_opencl(self, probed: LetterboxProgram | None) -> None:
         from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable
         from vapipe.stages.preprocess.opencl import OpenCLLetterbox
 
@@ -176,11 +177,12 @@ class PreprocessStage(BatchStage):
         try:
             self.opencl = OpenCLLetterbox(
                 self._spec(),
-                device="gpu" if cfg.backend == "auto" else cfg.device,
+                # auto's probe found a GPU: a build for another output type asks for one too
+                device=cfg.device if probed is None else "gpu",
                 platform=cfg.platform,
                 depth=cfg.in_flight,
                 max_batch=self.max_batch,
-                program=self.__dict__.pop("_probed", None),
+                program=probed,
             )
         except OpenCLUnavailable as exc:
             log.warning("%s: OpenCL unavailable (%s); using the numpy backend", self.name, exc)

@@ -201,3 +201,29 @@ def test_a_named_opencl_backend_asks_for_the_device_kind_configured(
     )
     pre.open(StageContext("pre"))
     assert asked == [kind] and pre.device_name.startswith("opencl: ")
+
+
+def test_a_named_opencl_backend_without_a_device_falls_back_to_numpy_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from vapipe.pipeline.stage import StageContext
+    from vapipe.stages.preprocess import opencl
+    from vapipe.stages.preprocess import stage as stage_module
+
+    def none_builds(kind, platform, dtype):  # type: ignore[no-untyped-def]
+        raise OpenCLUnavailable("no OpenCL device")
+
+    monkeypatch.setattr(opencl, "open_program", none_builds)
+    pre = stage_module.PreprocessStage(
+        "pre",
+        stage_module.PreprocessConfig(
+            backend="opencl", input_size=[64, 48], placement="center", color="rgb", scale=1.0
+        ),
+    )
+    with caplog.at_level(logging.WARNING):
+        pre.open(StageContext("pre"))
+    assert "pre: OpenCL unavailable (no OpenCL device); using the numpy backend" in caplog.text
+    assert pre.front is None and pre.stats() == {"device": "numpy"}
+    image = np.arange(48 * 32 * 3, dtype=np.uint8).reshape(48, 32, 3)
+    [done] = [*pre.process_batch([frame_of(image)]), *pre.flush()]
+    assert done.tensor.shape == (3, 48, 64)

@@ -143,7 +143,8 @@ def test_the_torch_backend_needs_a_torch_infer_node(caplog: pytest.LogCaptureFix
 def _stage_for(infer: object, backend: str = "auto"):  # type: ignore[no-untyped-def]
     from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 
-    return PreprocessStage("pre", PreprocessConfig(backend=backend))._chosen_backend(infer)  # type: ignore[arg-type]
+    chosen, _ = PreprocessStage("pre", PreprocessConfig(backend=backend))._chosen_backend(infer)  # type: ignore[arg-type]
+    return chosen
 
 
 def test_auto_takes_torch_where_the_model_runs_on_a_torch_gpu(monkeypatch) -> None:  # type: ignore[no-untyped-def]
