@@ -46,6 +46,10 @@ class I420Planes(Protocol):
         """Writes the picture into ``out`` (1-D uint8, ``nbytes`` long) as the I420 array."""
         ...
 
+    def luma(self) -> np.ndarray:
+        """The Y plane, (height, width) uint8, without copying it where it can."""
+        ...
+
 
 Picture = np.ndarray | I420Planes
 """What a device front end takes per frame: a BGR or I420 array, or an I420 picture still in
@@ -118,6 +122,14 @@ class Frame:
         decoder's planes (for ``copy_picture``); None for a frame without one."""
         array = self.__dict__.get("_yuv")
         return array if array is not None else self.__dict__.get("_planes")
+
+    def luma(self) -> np.ndarray | None:
+        """The decoded luma plane (height, width) without making ``yuv``'s array (a motion
+        test reads only this); None for a frame without an I420 picture."""
+        picture = self.i420()
+        if isinstance(picture, np.ndarray):
+            return picture[: picture.shape[0] * 2 // 3]
+        return None if picture is None else picture.luma()
 
     @property
     def shape(self) -> tuple[int, int, int]:

@@ -93,9 +93,10 @@ class MotionStage(Stage):
         return (frame,)
 
     def _grey(self, frame: Frame) -> np.ndarray:
-        if frame.yuv is not None:  # the luma plane as decoded: no colour conversion
-            luma = frame.yuv[: frame.yuv.shape[0] * 2 // 3]
-        else:
+        # The luma plane as decoded, read in the decoder's buffer: no colour conversion, and
+        # no whole-picture array for a frame the detector then skips.
+        luma = frame.luma()
+        if luma is None:
             luma = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
         height = max(1, round(luma.shape[0] * self.config.width / luma.shape[1]))
         small = cv2.resize(luma, (self.config.width, height), interpolation=cv2.INTER_AREA)

@@ -28,13 +28,29 @@ class DecodedI420:
         return array
 
     def copy_into(self, out: np.ndarray) -> None:
+        views = self._views()
+        if views is None:
+            out[...] = self.to_array().ravel()
+            return
         start = 0
-        for plane in self.picture.planes:
-            rows, cols, line = plane.height, plane.width, plane.line_size
-            if line < cols:  # a bottom-up picture (negative stride): not a decoder's
-                out[...] = self.to_array().ravel()
-                return
-            # Each row of a plane is padded to line_size bytes; the view skips the padding.
-            view = np.ndarray((rows, cols), np.uint8, buffer=plane, strides=(line, 1))
+        for view in views:
+            rows, cols = view.shape
             out[start : start + rows * cols].reshape(rows, cols)[...] = view
             start += rows * cols
+
+    def luma(self) -> np.ndarray:
+        views = self._views()
+        return self.to_array()[: self.picture.height] if views is None else views[0]
+
+    def _views(self) -> list[np.ndarray] | None:
+        """Each plane as a read-only view of the decoder's buffer, each row's padding to
+        line_size skipped; None for a bottom-up picture (negative stride: not a decoder's)."""
+        views = []
+        for plane in self.picture.planes:
+            rows, cols, line = plane.height, plane.width, plane.line_size
+            if line < cols:
+                return None
+            view = np.ndarray((rows, cols), np.uint8, buffer=plane, strides=(line, 1))
+            view.flags.writeable = False
+            views.append(view)
+        return views

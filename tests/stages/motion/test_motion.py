@@ -159,3 +159,29 @@ def test_the_annotated_frame_tints_motion_and_labels_still_frames() -> None:
     plain.process(frame("cam", 0, picture(None)))
     (unshown,) = plain.process(frame("cam", 1, moved))
     assert (annotate(unshown) == moved).all()
+
+
+def test_decoded_planes_are_gated_on_their_luma_without_an_array_being_made() -> None:
+    """The motion gate reads the Y plane in the decoder's buffer: a frame the detector then
+    skips never gets the whole picture copied into an array."""
+    import av
+
+    from tests.stages.source.test_decoded_planes import Counting
+
+    def decoded(image: np.ndarray) -> Frame:
+        yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
+        planes = Counting(av.VideoFrame.from_ndarray(yuv, format="yuv420p").reformat(640, 360))
+        info = StreamInfo("cam", "x", 640, 360, None)
+        return Frame("cam", 0, 0.0, 0.0, None, info, planes=planes)  # type: ignore[arg-type]
+
+    images = [picture(100), picture(100), picture(300), picture(300)]
+    planes_frames = [decoded(image) for image in images]
+    for seq, f in enumerate(planes_frames):
+        f.seq, f.pts = seq, seq / 25
+    array_frames = [frame("cam", seq, image) for seq, image in enumerate(images)]
+    assert flags(gate(), planes_frames) == flags(gate(), array_frames) == [
+        False, True, False, True,
+    ]  # fmt: skip
+    assert [f.i420().arrays for f in planes_frames] == [0, 0, 0, 0]  # type: ignore[union-attr]
+    assert all(f.__dict__.get("_yuv") is None and f.__dict__.get("_image") is None
+               for f in planes_frames)  # fmt: skip

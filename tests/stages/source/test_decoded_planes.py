@@ -89,6 +89,29 @@ def test_a_bottom_up_plane_is_copied_through_pyav_s_own_array() -> None:
     out = np.zeros(24, np.uint8)
     planes.copy_into(out)
     assert np.array_equal(out, array.reshape(-1))
+    assert np.array_equal(planes.luma(), array[:4])
+
+
+@pytest.mark.parametrize(("width", "height"), [(802, 452), (66, 10), (128, 8)])
+def test_the_luma_plane_is_read_in_the_decoder_s_buffer(width: int, height: int) -> None:
+    picture = padded_picture(width, height)
+    planes = Counting(picture)
+    luma = planes.luma()
+    expected = picture.to_ndarray(format="yuv420p")[:height]
+    assert luma.shape == (height, width) and np.array_equal(luma, expected)
+    assert planes.arrays == 0 and not luma.flags.writeable  # a view of the decoder's plane
+    assert luma.strides == (picture.planes[0].line_size, 1)
+    frame = Frame("cam", 0, 0.0, 0.0, None, INFO, planes=planes)  # type: ignore[arg-type]
+    assert np.array_equal(frame.luma(), expected) and planes.arrays == 0
+    assert frame.__dict__.get("_yuv") is None  # the frame's array is still not made
+    made = frame.yuv  # once made, the luma is the array's first rows
+    assert made is not None and np.shares_memory(frame.luma(), made)
+    assert np.array_equal(frame.luma(), expected)
+
+
+def test_a_frame_without_an_i420_picture_has_no_luma() -> None:
+    image = np.zeros((8, 8, 3), np.uint8)
+    assert Frame("cam", 0, 0.0, 0.0, image, INFO).luma() is None
 
 
 def test_a_frame_makes_yuv_from_its_planes_only_when_read_and_once() -> None:
