@@ -10,7 +10,7 @@ has it, else OpenCL on the GPU), the cases are:
 - ``streams16_shards8_fps``: 16 x 1080p files looped, 8 shards, the compiled-model cache warm
   (filled by one unmeasured run per build first): the steady frames/s, event lines per second
   between the moments 20% and 80% of the run's lines were written (read from the output, so
-  the same measure for any build; streams_bench.Sampler). Until 15ba958 this was the events
+  the same measure for any build; run_sampler.Sampler). Until 15ba958 this was the events
   sink's rate over its first-to-last span, which counts the shards' staggered start and end;
   until b897fb8 each shard's inference frames over its own span, summed, which made shards
   that start one after another (a cold cache's) seem faster than shards that start together.
@@ -52,7 +52,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import startup_bench, streams_bench  # noqa: E402
+from bench import decode_ceiling, startup_bench, streams_bench  # noqa: E402
 
 LOOPED_FRAMES = 1200
 """Frames per source of a looped 16-stream run (19,200 in all): some 10 s of steady work at
@@ -157,7 +157,7 @@ class Headline:
             "streams16_shards8_fps": lambda b, s: self.streams(b, s, cold=False),
             # The same for either build (PYTHONPATH is not read): a machine-drift check
             # and the ceiling the 16-stream cases sit under.
-            "decode16_ceiling_fps": lambda b, s: streams_bench.decode_ceiling(
+            "decode16_ceiling_fps": lambda b, s: decode_ceiling.decode_ceiling(
                 self.clip, 16, 8, LOOPED_FRAMES
             ),
             "start1_warm_s": lambda b, s: self.start(b, s, streams=1, shards=1, cold=False),
