@@ -169,7 +169,9 @@ MODULES: dict[str, list[str]] = {
     "pipeline/frame.py": [
         "tests/stages/source/test_decoded_planes.py",
         "tests/stages/preprocess/test_yuv.py",
+        "tests/stages/motion/test_motion.py",
     ],
+    "stages/motion/stage.py": ["tests/stages/motion/test_motion.py"],
     "stages/preprocess/opencl.py": [
         "tests/stages/preprocess/test_device_choice.py",
         "tests/stages/preprocess/test_yuv.py",
@@ -207,6 +209,7 @@ PARTS: dict[str, tuple[str, ...]] = {
         "process_batch",
     ),
     "pipeline/frame.py": (
+        "luma",
         "copy_picture",
         "contiguous",
         "__post_init__",
