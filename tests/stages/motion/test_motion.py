@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
 from vapipe.stages.motion.stage import MASK_KEY, MotionConfig, MotionStage
@@ -185,3 +186,57 @@ def test_decoded_planes_are_gated_on_their_luma_without_an_array_being_made() ->
     assert [f.i420().arrays for f in planes_frames] == [0, 0, 0, 0]  # type: ignore[union-attr]
     assert all(f.__dict__.get("_yuv") is None and f.__dict__.get("_image") is None
                for f in planes_frames)  # fmt: skip
+
+
+def test_a_still_picture_is_detected_when_the_gap_passes_max_skip_s() -> None:
+    """Stream time that jumps past ``max_skip_s`` (frames dropped, a slow camera) is overdue
+    too, not only a gap of exactly ``max_skip_s``."""
+    stage = gate(max_skip_s=2.0)
+    frames = [frame("cam", i, picture(100)) for i in range(4)]
+    for f, pts in zip(frames, [0.0, 1.0, 2.5, 3.0], strict=True):
+        f.pts = pts
+    assert flags(stage, frames) == [False, True, False, True]
+
+
+def test_stream_time_that_goes_back_is_detected_and_the_same_time_is_not() -> None:
+    """A file that loops starts its stream time again: its first frame is detected, as a
+    new start; a still frame at the very time of the last detection is not overdue."""
+    stage = gate(max_skip_s=100.0)
+    frames = [frame("cam", i, picture(100)) for i in range(5)]
+    for f, pts in zip(frames, [5.0, 5.0, 6.0, 1.0, 1.0], strict=True):
+        f.pts = pts
+    assert flags(stage, frames) == [False, True, True, False, True]
+
+
+@pytest.mark.parametrize("sizes", [[(360, 640), (480, 640), (360, 640)]])
+def test_a_source_whose_picture_size_changes_starts_over(sizes: list[tuple[int, int]]) -> None:
+    """A camera that switches resolution (its grey copy is taller or shorter than the last):
+    its first frame at the new size is compared with nothing, and detected."""
+    stage = gate()
+    frames = []
+    for height, width in sizes:
+        for _ in range(2):
+            image = np.full((height, width, 3), 120, np.uint8)
+            frames.append(frame("cam", len(frames), image))
+    assert flags(stage, frames) == [False, True, False, True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "grey"), [(33, 100, (53, 160)), (2, 1000, (1, 160)), (90, 160, (90, 160))]
+)
+def test_the_grey_copy_keeps_the_aspect_rounded_to_at_least_one_row(
+    height: int, width: int, grey: tuple[int, int]
+) -> None:
+    """160 px across (the default width), the rows rounded to the nearest (33 x 160 / 100 =
+    52.8), never none; shrunk by area and blurred with OpenCV's 5 x 5 binomial kernel (its
+    Gaussian for sigma 0: [1, 4, 6, 4, 1] / 16), to within its fixed-point rounding."""
+    stage = gate()
+    rng = np.random.default_rng(height)
+    image = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    small = stage._grey(frame("cam", 0, image))
+    assert small.shape == grey
+    luma = cv2.resize(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), grey[::-1],
+                      interpolation=cv2.INTER_AREA)  # fmt: skip
+    binomial = np.array([1, 4, 6, 4, 1], np.float32) / 16
+    blurred = cv2.sepFilter2D(luma, -1, binomial, binomial, borderType=cv2.BORDER_REFLECT_101)
+    assert np.abs(small.astype(int) - blurred).max() <= 1
