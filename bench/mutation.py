@@ -40,7 +40,7 @@ MODULES: dict[str, list[str]] = {
     "pipeline/urls.py": ["tests/pipeline/test_urls.py"],
     "pipeline/serve/media_roots.py": ["tests/pipeline/serve/test_service_checks.py"],
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
-    "pipeline/overrides.py": ["tests/pipeline/test_config.py"],
+    "pipeline/overrides.py": ["tests/pipeline/test_config.py", "tests/pipeline/test_overrides.py"],
     "pipeline/serve/http_api.py": [
         "tests/pipeline/serve/test_http_api.py",
         "tests/pipeline/serve/test_http_api_streams.py",
