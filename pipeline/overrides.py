@@ -79,7 +79,7 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
         )
     target = nodes[parts[0]]
     for part in parts[1:-1]:
-        if len(parts) > 2 and parts[-1] == "type" and part == parts[-2]:
+        if parts[-1] == "type" and part == parts[-2]:
             target[part] = {}  # NODE.TABLE.type=X: a fresh table of that type
         elif isinstance(target.get(part), str):
             target[part] = {"type": target[part]}  # backend = "torch" shorthand, then a key

@@ -96,6 +96,16 @@ def test_a_table_s_type_set_starts_a_fresh_table_of_that_type() -> None:
     assert config["nodes"]["det"]["max_batch"] == 4
 
 
+@pytest.mark.parametrize("inner", ["options", "alpha"])
+def test_only_the_table_whose_type_is_set_starts_fresh(inner: str) -> None:
+    config = raw()
+    config["nodes"]["det"]["backend"][inner] = {"type": "a", "depth": 2}
+    apply_override(config, f"det.backend.{inner}.type=b", "x.toml")
+    assert config["nodes"]["det"]["backend"] == {
+        "type": "onnxruntime", "providers": ["cpu"], inner: {"type": "b"},
+    }  # fmt: skip
+
+
 def test_a_key_under_a_shorthand_string_keeps_it_as_the_type() -> None:
     config = raw()
     apply_override(config, "trk.backend.track_buffer=60", "x.toml")
@@ -149,6 +159,7 @@ def test_environment_variables_and_their_defaults(monkeypatch: pytest.MonkeyPatc
          "environment variable ${MISSING} is not set"),
         ({"nodes": {"cam": "${MISSING}"}}, None, "cam",
          "environment variable ${MISSING} is not set"),
+        ({"nodes": "${MISSING}"}, None, "nodes", "environment variable ${MISSING} is not set"),
     ],
 )  # fmt: skip
 def test_an_unset_variable_is_one_error_naming_where_it_is_used(
