@@ -107,6 +107,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/preprocess/test_preprocess.py",
     ],
     "stages/infer/backends/batch_dynamic.py": [
+        "tests/stages/infer/backends/test_batch_dynamic.py",
         "tests/stages/infer/test_rect.py::test_yolox_takes_rect_inputs_and_keeps_its_square_as_the_default",
         "tests/stages/infer/test_rect.py::test_a_model_with_its_anchors_fixed_cannot_and_still_batches",
         "tests/stages/infer/backends/test_onnx_runtime.py::test_batch_rewrite_is_verified",

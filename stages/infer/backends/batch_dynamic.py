@@ -66,8 +66,10 @@ def make_batch_dynamic(path: str, spatial: bool = False) -> Rewrite:
         return Rewrite(model.SerializeToString(), "ok")
 
     for value in (*inputs, *graph.output):
-        value.type.tensor_type.shape.dim[0].ClearField("dim_value")
-        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+        declared = value.type.tensor_type.shape.dim
+        if declared:  # an output may declare no shape at all; onnxruntime infers it
+            declared[0].ClearField("dim_value")
+            declared[0].dim_param = "batch"
 
     data_path = _reachable_from(graph, inputs[0].name)
     initializers = {init.name: init for init in graph.initializer}
