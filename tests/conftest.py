@@ -179,3 +179,13 @@ def no_process_outlives_its_test():
         if pid not in before:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(autouse=True)
+def secrets_of_this_test_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no secrets registered for masking: one registered by an earlier
+    test (a config's password) would mask what this test shows, so a masking test could pass
+    only after another one, in that order, on that worker."""
+    from vapipe.pipeline import urls
+
+    monkeypatch.setattr(urls, "_secrets", set())
