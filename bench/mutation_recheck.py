@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +54,11 @@ def recheck(entry: dict, commit: str) -> dict:
                 continue
             path.write_text("\n".join(changed) + "\n")
             try:
+                # No bytecode written: a mutant's .pyc must never stand in for the source
+                # (cosmic-ray's own runs set the same).
                 run = subprocess.run(test_command(tests), cwd=REPO, capture_output=True,
-                                     timeout=120)  # fmt: skip
+                                     timeout=120, env={**os.environ,
+                                                       "PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
                 passed = run.returncode == 0
             except subprocess.TimeoutExpired:  # the tests hang on it: CI would fail, so killed
                 passed = False
