@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
-from typing import Literal
 
 import numpy as np
 import pytest
@@ -125,34 +124,48 @@ def test_doctor_names_the_device_whose_kernel_built(capsys: pytest.CaptureFixtur
     assert "letterbox kernel builds (work-group " in out
 
 
+@pytest.fixture
+def kinds_asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The device kinds the stage asks ``open_program`` for; each is built on whatever device
+    builds the kernel here."""
+    from vapipe.stages.preprocess import opencl
+
+    asked: list[str] = []
+    real = opencl.open_program
+
+    def recorded(kind, platform, dtype):  # type: ignore[no-untyped-def]
+        asked.append(kind)
+        return real("auto", platform, dtype)
+
+    monkeypatch.setattr(opencl, "open_program", recorded)
+    return asked
+
+
+def opened(backend: str, **config: object):  # type: ignore[no-untyped-def]
+    """A preprocess node with its conventions given (no infer node), opened."""
+    from vapipe.pipeline.stage import StageContext
+    from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
+
+    settings = {"input_size": [64, 64], "placement": "center", "color": "rgb", "scale": 1.0}
+    pre = PreprocessStage(
+        "pre", PreprocessConfig.model_validate({"backend": backend, **settings, **config})
+    )
+    pre.open(StageContext("pre"))
+    return pre
+
+
 @pytest.mark.parametrize(("probed", "builds"), [(np.float32, 0), (np.float16, 1)])
 def test_auto_runs_the_kernel_its_probe_built_without_building_again(
-    device, monkeypatch: pytest.MonkeyPatch, probed: type, builds: int
+    device, monkeypatch: pytest.MonkeyPatch, kinds_asked: list[str], probed: type, builds: int
 ) -> None:
     """The probe's program is handed on (a second build would miss the program cache, whose
     key is the context); one built for another output type is not."""
-    from vapipe.pipeline.stage import StageContext
-    from vapipe.stages.preprocess import opencl
     from vapipe.stages.preprocess import stage as stage_module
 
     program = open_program("auto", None, np.dtype(probed))  # what a GPU probe would give
     monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: program)
-    built: list[str] = []
-    real = opencl.open_program
-
-    def counted(kind, platform, dtype):  # type: ignore[no-untyped-def]
-        built.append(kind)
-        return real("auto", platform, dtype)
-
-    monkeypatch.setattr(opencl, "open_program", counted)
-    pre = stage_module.PreprocessStage(
-        "pre",
-        stage_module.PreprocessConfig(
-            backend="auto", input_size=[64, 64], placement="center", color="rgb", scale=1.0
-        ),
-    )
-    pre.open(StageContext("pre"))
-    assert pre.backend == "opencl" and built == ["gpu"] * builds  # auto: a GPU or nothing
+    pre = opened("auto")
+    assert pre.backend == "opencl" and kinds_asked == ["gpu"] * builds  # auto: a GPU or nothing
     assert (pre.opencl.program is program) == (builds == 0)
     assert pre.opencl.program.dtype == np.float32
     image = np.arange(48 * 32 * 3, dtype=np.uint8).reshape(48, 32, 3)
@@ -172,56 +185,25 @@ def frame_of(image: np.ndarray):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("kind", ["cpu", "auto"])
 def test_a_named_opencl_backend_asks_for_the_device_kind_configured(
-    device, monkeypatch: pytest.MonkeyPatch, kind: Literal["cpu", "auto"]
+    device, kinds_asked: list[str], kind: str
 ) -> None:
     """``auto``'s GPU-only rule is for the backend ``auto``: ``backend = "opencl"`` asks for
     the configured ``device``, a CPU runtime included."""
-    from vapipe.pipeline.stage import StageContext
-    from vapipe.stages.preprocess import opencl
-    from vapipe.stages.preprocess import stage as stage_module
-
-    asked: list[str] = []
-    real = opencl.open_program
-
-    def recorded(kind, platform, dtype):  # type: ignore[no-untyped-def]
-        asked.append(kind)
-        return real("auto", platform, dtype)
-
-    monkeypatch.setattr(opencl, "open_program", recorded)
-    pre = stage_module.PreprocessStage(
-        "pre",
-        stage_module.PreprocessConfig(
-            backend="opencl",
-            device=kind,
-            input_size=[64, 64],
-            placement="center",
-            color="rgb",
-            scale=1.0,
-        ),
-    )
-    pre.open(StageContext("pre"))
-    assert asked == [kind] and pre.device_name.startswith("opencl: ")
+    pre = opened("opencl", device=kind)
+    assert kinds_asked == [kind] and pre.device_name.startswith("opencl: ")
 
 
 def test_a_named_opencl_backend_without_a_device_falls_back_to_numpy_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from vapipe.pipeline.stage import StageContext
     from vapipe.stages.preprocess import opencl
-    from vapipe.stages.preprocess import stage as stage_module
 
     def none_builds(kind, platform, dtype):  # type: ignore[no-untyped-def]
         raise OpenCLUnavailable("no OpenCL device")
 
     monkeypatch.setattr(opencl, "open_program", none_builds)
-    pre = stage_module.PreprocessStage(
-        "pre",
-        stage_module.PreprocessConfig(
-            backend="opencl", input_size=[64, 48], placement="center", color="rgb", scale=1.0
-        ),
-    )
     with caplog.at_level(logging.WARNING):
-        pre.open(StageContext("pre"))
+        pre = opened("opencl", input_size=[64, 48])
     assert "pre: OpenCL unavailable (no OpenCL device); using the numpy backend" in caplog.text
     assert pre.front is None and pre.stats() == {"device": "numpy"}
     image = np.arange(48 * 32 * 3, dtype=np.uint8).reshape(48, 32, 3)
