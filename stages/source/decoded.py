@@ -39,18 +39,26 @@ class DecodedI420:
             start += rows * cols
 
     def luma(self) -> np.ndarray:
-        views = self._views()
-        return self.to_array()[: self.picture.height] if views is None else views[0]
+        view = _view(self.picture.planes[0])
+        return self.to_array()[: self.picture.height] if view is None else view
 
     def _views(self) -> list[np.ndarray] | None:
-        """Each plane as a read-only view of the decoder's buffer, each row's padding to
-        line_size skipped; None for a bottom-up picture (negative stride: not a decoder's)."""
+        """Each plane as ``_view`` gives it; None when one of them is bottom-up."""
         views = []
         for plane in self.picture.planes:
-            rows, cols, line = plane.height, plane.width, plane.line_size
-            if line < cols:
+            view = _view(plane)
+            if view is None:
                 return None
-            view = np.ndarray((rows, cols), np.uint8, buffer=plane, strides=(line, 1))
-            view.flags.writeable = False
             views.append(view)
         return views
+
+
+def _view(plane: Any) -> np.ndarray | None:
+    """A plane as a read-only view of the decoder's buffer, each row's padding to line_size
+    skipped; None for a bottom-up plane (negative stride: not a decoder's)."""
+    rows, cols, line = plane.height, plane.width, plane.line_size
+    if line < cols:
+        return None
+    view = np.ndarray((rows, cols), np.uint8, buffer=plane, strides=(line, 1))
+    view.flags.writeable = False
+    return view
