@@ -268,13 +268,9 @@ def test_outputs_agree_image_by_image_and_not_across_the_batch(tmp_path: Path) -
     assert off.seen == [(3, 3, 4, 4)]  # one batch of 3
 
 
-def cpu(model: str | bytes) -> Any:
-    return session(model)
-
-
 def test_a_rewrite_that_holds_is_run_batched(tmp_path: Path) -> None:
     path = classifier(tmp_path)
-    chosen = dynamic_model(path, session(path), cpu, "det")
+    chosen = dynamic_model(path, session(path), session, "det")
     assert chosen.batch_mode == "dynamic (rewritten)" and isinstance(chosen.model, bytes)
     assert chosen.rect_problem is None
     assert chosen.cpu_session.run(None, {"x": np.zeros((4, 3, 4, 4), np.float32)})[0].shape[0] == 4
@@ -285,11 +281,11 @@ def test_a_model_that_cannot_be_rewritten_runs_as_it_is(tmp_path: Path) -> None:
     path = save(tmp_path, nodes, [value("a", [1, 3, 8, 8]), value("b", [1, 3, 8, 8])],
                 [value("y", [1, 3, 8, 8])])  # fmt: skip
     original = session(path)
-    plain = dynamic_model(path, original, cpu, "det")
+    plain = dynamic_model(path, original, session, "det")
     assert (plain.model, plain.cpu_session, plain.batch_mode, plain.rect_problem) == (
         path, original, "fixed", None,
     )  # fmt: skip
-    rect = dynamic_model(path, original, cpu, "det", spatial=True)
+    rect = dynamic_model(path, original, session, "det", spatial=True)
     assert rect.rect_problem == "2 graph inputs (expected 1)"
 
 
@@ -298,7 +294,7 @@ def test_a_rewrite_that_changes_outputs_is_refused(tmp_path: Path) -> None:
     path = save(tmp_path, nodes, [value("x", [1, 3, 4, 4])], [value("y", [1, 3, 4, 4])],
                 [ints("axes", [0])])  # fmt: skip
     original = session(path)
-    chosen = dynamic_model(path, original, cpu, "det")
+    chosen = dynamic_model(path, original, session, "det")
     assert (chosen.model, chosen.cpu_session, chosen.batch_mode) == (
         path,
         original,
@@ -311,13 +307,13 @@ def test_half_precision_models_are_checked_with_half_inputs(tmp_path: Path) -> N
     nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)]
     path = save(tmp_path, nodes, [value("x", [1, 3, 64, 64], TensorProto.FLOAT16)],
                 [value("y", [1, 1, 64, 64], TensorProto.FLOAT16)], [ints("axes", [1])])  # fmt: skip
-    chosen = dynamic_model(path, session(path), cpu, "det", spatial=True)
+    chosen = dynamic_model(path, session(path), session, "det", spatial=True)
     assert (chosen.batch_mode, chosen.rect_problem) == ("dynamic (rewritten)", None)
 
 
 def test_rect_on_a_graph_with_its_size_fixed_keeps_the_batch_rewrite(tmp_path: Path) -> None:
     path = classifier(tmp_path)
-    chosen = dynamic_model(path, session(path), cpu, "det", spatial=True)
+    chosen = dynamic_model(path, session(path), session, "det", spatial=True)
     assert chosen.batch_mode == "dynamic (rewritten)" and isinstance(chosen.model, bytes)
     assert chosen.rect_problem is not None
     assert chosen.rect_problem.startswith("its graph fixes the input size (")
@@ -329,7 +325,7 @@ def test_rect_on_a_dynamic_batch_model_with_fixed_anchors_keeps_the_file(tmp_pat
     nodes = [helper.make_node("GlobalAveragePool", ["x"], ["y"])]  # the same size at any input
     path = save(tmp_path, nodes, [value("x", ["n", 3, 64, 64])], [value("y", ["n", 3, 1, 1])])
     original = session(path)
-    chosen = dynamic_model(path, original, cpu, "det", spatial=True)
+    chosen = dynamic_model(path, original, session, "det", spatial=True)
     assert (chosen.model, chosen.batch_mode) == (path, "dynamic")
     assert chosen.rect_problem == (
         "its output does not shrink with the input (anchors fixed in the graph)"
@@ -337,10 +333,10 @@ def test_rect_on_a_dynamic_batch_model_with_fixed_anchors_keeps_the_file(tmp_pat
 
 
 def test_rect_on_a_model_that_follows_the_size(tmp_path: Path) -> None:
-    dynamic = dynamic_model(conv_like(tmp_path, "n"), session(conv_like(tmp_path, "n")), cpu,
+    dynamic = dynamic_model(conv_like(tmp_path, "n"), session(conv_like(tmp_path, "n")), session,
                             "det", spatial=True)  # fmt: skip
     assert (dynamic.batch_mode, dynamic.rect_problem) == ("dynamic", None)
     assert isinstance(dynamic.model, bytes)
-    fixed = dynamic_model(conv_like(tmp_path), session(conv_like(tmp_path)), cpu, "det",
+    fixed = dynamic_model(conv_like(tmp_path), session(conv_like(tmp_path)), session, "det",
                           spatial=True)  # fmt: skip
     assert (fixed.batch_mode, fixed.rect_problem) == ("dynamic (rewritten)", None)
