@@ -52,6 +52,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/track/test_identity.py",
         "tests/stages/track/test_coast.py",
         "tests/stages/track/test_backtrace.py",
+        "tests/stages/track/test_association.py",
     ],
     "stages/track/backtrace.py": ["tests/stages/track/test_backtrace.py"],
     "stages/track/boxes.py": [

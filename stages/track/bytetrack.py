@@ -228,8 +228,12 @@ class ByteTracker:
             # overlap), but the gate is the overlap itself: fused, a 0.3 detection needed IoU
             # 0.67 to continue its track, and a car entering the picture lost its id.
             ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
-            rows, cols = linear_sum_assignment(-ranked)
-            good = overlap[rows, cols] >= min_iou
+            # Only pairs through the gate are ranked (ByteTrack's cost limit): ranked whole,
+            # two pairs under it could outweigh one over it, and a walker with IoU 0.55 to
+            # its track got a new id.
+            good = overlap >= min_iou
+            rows, cols = linear_sum_assignment(-np.where(good, ranked, 0.0))
+            good = good[rows, cols]
             found_tracks.append(tracks[rows[good]])
             found_dets.append(candidates[cols[good]])
             tracks, candidates = (
