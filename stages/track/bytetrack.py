@@ -217,22 +217,28 @@ class ByteTracker:
         from scipy.optimize import linear_sum_assignment  # 0.7 s of start-up: when needed
 
         found_tracks, found_dets = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for table in overlaps:
+        # Each table whole, then, on the plain overlaps, what that left with only the pairs
+        # through the gate ranked. Ranked whole, two pairs under the gate can outweigh one
+        # over it, which is then left (a walker at IoU 0.55 to its track got a new id). Ranked
+        # only through the gate from the start (ByteTrack's cost limit), the pairs just under
+        # it no longer steer the assignment: count error 18 / 11 -> 19 / 12 on the accuracy
+        # bench; this pass after each table: 36 -> 35 of 37 lines for rect + interval 3; this
+        # pass last: unchanged on every setting.
+        for table, gated in [*((table, False) for table in overlaps), (overlaps[0], True)]:
             if len(tracks) == 0 or len(candidates) == 0:
                 break
             overlap = table[np.ix_(tracks, candidates)]
             if self.params.class_aware:  # the track's voted class against each detection's
                 same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
                 overlap = np.where(same, overlap, 0.0)
+            good = overlap >= min_iou
+            if not good.any():
+                continue
             # ByteTrack's score fusion ranks the pairs (a sure detection wins a tie in
             # overlap), but the gate is the overlap itself: fused, a 0.3 detection needed IoU
             # 0.67 to continue its track, and a car entering the picture lost its id.
             ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
-            # Only pairs through the gate are ranked (ByteTrack's cost limit): ranked whole,
-            # two pairs under it could outweigh one over it, and a walker with IoU 0.55 to
-            # its track got a new id.
-            good = overlap >= min_iou
-            rows, cols = linear_sum_assignment(-np.where(good, ranked, 0.0))
+            rows, cols = linear_sum_assignment(-np.where(good, ranked, 0.0) if gated else -ranked)
             good = good[rows, cols]
             found_tracks.append(tracks[rows[good]])
             found_dets.append(candidates[cols[good]])
