@@ -63,7 +63,9 @@ def decode(path: str, way: str, threads: int, take: str) -> tuple[int, str]:
             if take == "bgr":
                 picture.to_ndarray(format="bgr24")
             elif torch is not None:
-                luma = torch.from_dlpack(picture.planes[0])
+                # PyAV's planes take no CUDA stream (torch.from_dlpack passes one): the
+                # capsule itself, the decoder having finished the picture it returned.
+                luma = torch.utils.dlpack.from_dlpack(picture.planes[0].__dlpack__(stream=None))
                 held = f"{luma.device} {tuple(luma.shape)}"
             frames += 1
             held = held or picture.format.name
