@@ -340,3 +340,104 @@ def test_rect_on_a_model_that_follows_the_size(tmp_path: Path) -> None:
     fixed = dynamic_model(conv_like(tmp_path), session(conv_like(tmp_path)), session, "det",
                           spatial=True)  # fmt: skip
     assert (fixed.batch_mode, fixed.rect_problem) == ("dynamic (rewritten)", None)
+
+
+@pytest.mark.parametrize(("dtype", "top"), [(np.float32, 255), (np.float16, 1)])
+def test_the_agreement_is_checked_on_images_over_the_inputs_range(dtype: type, top: int) -> None:
+    # Pixels 0-255 for a float model (what preprocessing hands it); 0-1 for a half one.
+    seen: list[np.ndarray] = []
+
+    def keep(array: np.ndarray) -> list[np.ndarray]:
+        seen.append(array)
+        return [array.astype(np.float32).sum(axis=(1, 2, 3), keepdims=True)]
+
+    agree, _ = outputs_agree(Recorded(keep), Recorded(keep), "x", (1, 3, 8, 8), np.dtype(dtype))
+    assert agree and seen[0].shape == (3, 3, 8, 8)
+    assert all(array.dtype == dtype for array in seen)
+    assert seen[0].min() >= 0 and 0.9 * top < seen[0].max() <= top
+
+
+def shaped(rows: int, *rest: int):  # type: ignore[no-untyped-def]
+    """A session answering zeros of (``rows`` or the batch's size, *rest)."""
+    return Recorded(lambda a: [np.zeros((rows or a.shape[0], *rest), np.float32)])
+
+
+@pytest.mark.parametrize(
+    "dynamic",
+    [shaped(4, 2, 1), shaped(1, 2, 1), shaped(0, 2, 2), shaped(0, 1, 1), shaped(0, 2)],
+    ids=["a-row-too-many", "one-row", "wider", "narrower", "fewer-dimensions"],
+)
+def test_a_batched_output_of_another_shape_never_agrees(dynamic: Recorded) -> None:
+    single = shaped(0, 2, 1)
+    assert outputs_agree(single, dynamic, "x", (1, 3, 4, 4), np.dtype(np.float32)) == (
+        False, float("inf"),
+    )  # fmt: skip
+
+
+def test_the_difference_is_relative_to_the_largest_output_or_absolute_at_zero() -> None:
+    def answer(values: list[float]):  # type: ignore[no-untyped-def]
+        return Recorded(lambda a: [np.tile(np.array(values, np.float64), (a.shape[0], 1))])
+
+    # Outputs all zero: the difference itself, not divided by zero.
+    assert outputs_agree(answer([0, 0]), answer([0, 5e-5]), "x", (1, 2), np.dtype(np.float32)) == (
+        True, pytest.approx(5e-5),
+    )  # fmt: skip
+    # Exactly 1e-4 of the largest output agrees; more does not.
+    agree, worst = outputs_agree(answer([1, 0]), answer([1, 1e-4]), "x", (1, 2), np.dtype("f4"))
+    assert agree and worst == 1e-4
+    assert not outputs_agree(answer([2, 0]), answer([2, 3e-4]), "x", (1, 2), np.dtype("f4"))[0]
+
+
+def test_a_reshape_left_does_not_stop_the_next_being_rewritten(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Reshape", ["x", "inferred"], ["flat"]),
+        helper.make_node("Reshape", ["flat", "fixed"], ["y"]),
+    ]
+    path = save(tmp_path, nodes, [value("x", [1, 48])], [value("y", [1, 2, 24])],
+                [ints("inferred", [-1, 48]), ints("fixed", [1, 2, 24])])  # fmt: skip
+    rewrite = make_batch_dynamic(path)
+    assert rewrite.reshapes == 1
+    out = session(rewrite.model).run(None, {"x": np.zeros((3, 48), np.float32)})[0]
+    assert out.shape == (3, 2, 24)
+
+
+def test_a_target_computed_by_another_node_is_not_read_as_a_constant(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Shape", ["x"], ["dims"]),
+        helper.make_node("Reshape", ["x", "dims"], ["y"]),
+    ]
+    path = save(tmp_path, nodes, [value("x", [1, 48])], [value("y", [1, 48])])
+    assert make_batch_dynamic(path).reshapes == 0
+
+
+def test_the_size_probe_reads_the_first_output() -> None:
+    # The detections come first; a second output of fixed size (a mask, anchors) is not it.
+    both = Recorded(lambda a: [a[:, :1], np.zeros((1, 100))])
+    assert spatial_problem(both, "x", (1, 3, 64, 64), np.dtype(np.float32)) is None
+    first_fixed = Recorded(lambda a: [np.zeros((1, 100)), a[:, :1]])
+    assert spatial_problem(first_fixed, "x", (1, 3, 64, 64), np.dtype(np.float32)) is not None
+
+
+def test_what_was_chosen_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO"):
+        dynamic_model(classifier(tmp_path), session(classifier(tmp_path)), session, "det")
+    assert "det: made the batch dimension dynamic (2 Reshape constants rewritten)" in caplog.text
+    assert "takes any input size" not in caplog.text
+    caplog.clear()
+    path = conv_like(tmp_path, "n")
+    with caplog.at_level("INFO"):
+        dynamic_model(path, session(path), session, "det", spatial=True)
+    assert "det: the model takes any input size (rect)" in caplog.text
+    assert "made the batch dimension dynamic" not in caplog.text
+
+
+def test_what_a_rewrite_chose_cannot_be_changed_afterwards(tmp_path: Path) -> None:
+    from dataclasses import FrozenInstanceError
+
+    path = classifier(tmp_path)
+    rewrite = make_batch_dynamic(path)
+    chosen = dynamic_model(path, session(path), session, "det")
+    with pytest.raises(FrozenInstanceError):
+        rewrite.reshapes = 0  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        chosen.batch_mode = "fixed"  # type: ignore[misc]
