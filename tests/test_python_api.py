@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import vapipe
-from vapipe.api import _Handoff, _restorable, _shard_log_level, _tap_class, toml_value
+from vapipe.api import Outcome, _Handoff, _restorable, _shard_log_level, _tap_class, toml_value
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
@@ -468,3 +468,39 @@ def test_by_default_frames_without_detections_are_events_too(tmp_path: Path) -> 
     text = graph(frames_path=tmp_path, sink=False) + "conf = 1.0\n"  # nms keeps nothing
     seen = list(vapipe.Pipeline.from_string(text, max_frames=3).events())
     assert [(e["seq"], e["detections"]) for e in seen] == [(0, []), (1, []), (2, [])]
+
+
+@pytest.mark.parametrize(
+    ("code", "ok", "interrupted"),
+    [(0, True, False), (1, False, False), (2, False, False), (-11, False, False),
+     (129, False, False), (130, False, True), (131, False, False)],
+)  # fmt: skip
+def test_ok_is_exit_0_and_interrupted_is_exit_130(code: int, ok: bool, interrupted: bool) -> None:
+    outcome = Outcome(code, None, {})
+    assert outcome.ok is ok and outcome.interrupted is interrupted  # properties, not methods
+
+
+def test_by_default_every_frame_comes_even_without_detections_in_a_daemon_thread() -> None:
+    # nms keeps nothing: frames without detections, which empty_frames=False leaves out.
+    text = graph(frames_path=Path("unused"), sink=False)
+    quiet = {"nms.conf": 0.999}
+    pipeline = vapipe.Pipeline.from_string(text, quiet, max_frames=3)
+    seen, daemon = [], []
+    for event in pipeline.events():
+        seen.append(event)
+        daemon += [t.daemon for t in threading.enumerate() if t.name == "vapipe-run"]
+    assert [(e["event"], e["detections"]) for e in seen] == [("frame", [])] * 3
+    # The run's thread never keeps the interpreter alive for a loop the caller abandoned.
+    assert daemon and all(daemon)
+    assert (
+        list(vapipe.Pipeline.from_string(text, quiet, max_frames=3).events(empty_frames=False))
+        == []
+    )
+
+
+def test_options_are_keywords_only() -> None:
+    text = graph(frames_path=Path("unused"), sink=False)
+    with pytest.raises(TypeError):
+        vapipe.Pipeline.from_string(text, None, 3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        vapipe.Pipeline.from_string(text).events(False)  # type: ignore[call-arg]
