@@ -36,7 +36,10 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/sinks/test_http_post.py",
         "tests/stages/sinks/test_webhook.py",
     ],
-    "pipeline/shards/stats.py": ["tests/pipeline/shards/test_shards.py"],
+    "pipeline/shards/stats.py": [
+        "tests/pipeline/shards/test_shards.py",
+        "tests/pipeline/shards/test_shard_stats.py",
+    ],
     "pipeline/urls.py": ["tests/pipeline/test_urls.py"],
     "pipeline/serve/media_roots.py": ["tests/pipeline/serve/test_service_checks.py"],
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
