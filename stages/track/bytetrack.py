@@ -225,14 +225,12 @@ class ByteTracker:
         # bench; this pass after each table: 36 -> 35 of 37 lines for rect + interval 3; this
         # pass last: unchanged on every setting.
         for table, gated in [*((table, False) for table in overlaps), (overlaps[0], True)]:
-            if len(tracks) == 0 or len(candidates) == 0:
-                break
             overlap = table[np.ix_(tracks, candidates)]
             if self.params.class_aware:  # the track's voted class against each detection's
                 same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
                 overlap = np.where(same, overlap, 0.0)
             good = overlap >= min_iou
-            if not good.any():
+            if not good.any():  # nothing left to match (or no tracks, or no detections)
                 continue
             # ByteTrack's score fusion ranks the pairs (a sure detection wins a tie in
             # overlap), but the gate is the overlap itself: fused, a 0.3 detection needed IoU
@@ -240,12 +238,10 @@ class ByteTracker:
             ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
             rows, cols = linear_sum_assignment(-np.where(good, ranked, 0.0) if gated else -ranked)
             good = good[rows, cols]
-            found_tracks.append(tracks[rows[good]])
-            found_dets.append(candidates[cols[good]])
-            tracks, candidates = (
-                without(tracks, found_tracks[-1]),
-                without(candidates, found_dets[-1]),
-            )
+            took_tracks, took_dets = tracks[rows[good]], candidates[cols[good]]
+            found_tracks.append(took_tracks)
+            found_dets.append(took_dets)
+            tracks, candidates = without(tracks, took_tracks), without(candidates, took_dets)
         return np.concatenate(found_tracks), np.concatenate(found_dets)
 
     def _same_object(self, dets: Detections) -> np.ndarray:
