@@ -8,27 +8,11 @@ from typing import Any, cast
 
 import pytest
 
+from tests.pipeline.shards.test_shards import CONFIG
 from vapipe.pipeline.config import parse
 from vapipe.pipeline.graph import build
 from vapipe.pipeline.shards.stats import add_stage, merge_stats
 from vapipe.pipeline.stage import Stage
-
-CONFIG = """
-links = ["cam ! pre ! det ! nms ! events"]
-[nodes.cam]
-type = "source"
-uri = "sample:people"
-[nodes.pre]
-type = "preprocess"
-[nodes.det]
-type = "infer"
-model = "yolox-nano"
-[nodes.nms]
-type = "nms"
-[nodes.events]
-type = "events"
-path = "out/events.jsonl"
-"""
 
 
 class Sink:
