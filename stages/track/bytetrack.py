@@ -213,7 +213,8 @@ class ByteTracker:
         fuse: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(track rows, detection indices) matched one to one, maximising overlap: on each
-        table of ``overlaps`` in turn (plain, then widened boxes'), what is left."""
+        table of ``overlaps`` in turn (plain, then widened boxes'), what is left; last, on the
+        plain table, any pair through the gate that both sides of were left over."""
         from scipy.optimize import linear_sum_assignment  # 0.7 s of start-up: when needed
 
         found_tracks, found_dets = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -229,16 +230,16 @@ class ByteTracker:
             if self.params.class_aware:  # the track's voted class against each detection's
                 same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
                 overlap = np.where(same, overlap, 0.0)
-            good = overlap >= min_iou
-            if not good.any():  # nothing left to match (or no tracks, or no detections)
+            through = overlap >= min_iou
+            if not through.any():  # nothing left to match (or no tracks, or no detections)
                 continue
             # ByteTrack's score fusion ranks the pairs (a sure detection wins a tie in
             # overlap), but the gate is the overlap itself: fused, a 0.3 detection needed IoU
             # 0.67 to continue its track, and a car entering the picture lost its id.
             ranked = overlap * dets.score[candidates][None, :] if fuse else overlap
-            rows, cols = linear_sum_assignment(-np.where(good, ranked, 0.0) if gated else -ranked)
-            good = good[rows, cols]
-            took_tracks, took_dets = tracks[rows[good]], candidates[cols[good]]
+            rows, cols = linear_sum_assignment(-np.where(through, ranked, 0) if gated else -ranked)
+            took = through[rows, cols]
+            took_tracks, took_dets = tracks[rows[took]], candidates[cols[took]]
             found_tracks.append(took_tracks)
             found_dets.append(took_dets)
             tracks, candidates = without(tracks, took_tracks), without(candidates, took_dets)
