@@ -240,10 +240,10 @@ class SourceAnalytics:
                 memory.last_point[key] = earlier.last_point[key]
                 continue
             signed, along = line.sides(anchor_points(box, line.anchor))
-            distance, size = float(signed[0]), float(object_sizes(box)[0])
+            distance, size = signed.item(), object_sizes(box).item()  # one box: one value
             if abs(distance) >= max(self.config.hysteresis_px, self.config.hysteresis_depth * size):
                 memory.sides[key] = 1 if distance > 0 else -1
-                memory.last_point[key] = (distance, float(along[0]))
+                memory.last_point[key] = (distance, along.item())
 
     def _visit(
         self, zone: Zone, dets: Detections, ids: list[int], names: list[str], pts: float
