@@ -92,7 +92,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_python_api.py::test_the_handoff_gives_up_on_a_reader_that_left",
         "tests/test_python_api.py::test_the_api_is_exported_lazily_from_vapipe",
         "tests/test_python_api.py::test_ok_is_exit_0_and_interrupted_is_exit_130",
-        "tests/test_python_api.py::test_by_default_every_frame_comes_even_without_detections_in_a_daemon_thread",
+        "tests/test_python_api.py::test_by_default_frames_without_detections_are_events_too",
         "tests/test_python_api.py::test_options_are_keywords_only",
         "tests/test_python_api.py::test_shards_log_at_the_level_of_the_callers_vapipe_logger",
         "tests/test_python_api.py::test_a_handler_set_outside_python_is_restored_as_python_s_own",

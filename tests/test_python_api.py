@@ -466,8 +466,15 @@ def test_records_from_shards_are_filtered_as_the_events_sink_filters_them() -> N
 
 def test_by_default_frames_without_detections_are_events_too(tmp_path: Path) -> None:
     text = graph(frames_path=tmp_path, sink=False) + "conf = 1.0\n"  # nms keeps nothing
-    seen = list(vapipe.Pipeline.from_string(text, max_frames=3).events())
+    seen, daemon = [], []
+    for event in vapipe.Pipeline.from_string(text, max_frames=3).events():
+        seen.append(event)
+        daemon += [t.daemon for t in threading.enumerate() if t.name == "vapipe-run"]
     assert [(e["seq"], e["detections"]) for e in seen] == [(0, []), (1, []), (2, [])]
+    # The run's thread never keeps the interpreter alive for a loop the caller abandoned.
+    assert daemon and all(daemon)
+    without = vapipe.Pipeline.from_string(text, max_frames=3).events(empty_frames=False)
+    assert list(without) == []
 
 
 @pytest.mark.parametrize(
@@ -478,24 +485,6 @@ def test_by_default_frames_without_detections_are_events_too(tmp_path: Path) -> 
 def test_ok_is_exit_0_and_interrupted_is_exit_130(code: int, ok: bool, interrupted: bool) -> None:
     outcome = Outcome(code, None, {})
     assert outcome.ok is ok and outcome.interrupted is interrupted  # properties, not methods
-
-
-def test_by_default_every_frame_comes_even_without_detections_in_a_daemon_thread() -> None:
-    # nms keeps nothing: frames without detections, which empty_frames=False leaves out.
-    text = graph(frames_path=Path("unused"), sink=False)
-    quiet = {"nms.conf": 0.999}
-    pipeline = vapipe.Pipeline.from_string(text, quiet, max_frames=3)
-    seen, daemon = [], []
-    for event in pipeline.events():
-        seen.append(event)
-        daemon += [t.daemon for t in threading.enumerate() if t.name == "vapipe-run"]
-    assert [(e["event"], e["detections"]) for e in seen] == [("frame", [])] * 3
-    # The run's thread never keeps the interpreter alive for a loop the caller abandoned.
-    assert daemon and all(daemon)
-    assert (
-        list(vapipe.Pipeline.from_string(text, quiet, max_frames=3).events(empty_frames=False))
-        == []
-    )
 
 
 def test_options_are_keywords_only() -> None:
