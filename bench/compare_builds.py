@@ -9,6 +9,12 @@ PYTHONPATH, so nothing of one build is imported by the other. Reports frames/s o
 own wall time (``wall_s`` in the stats: stages opened, frames through, files closed) and over
 the whole process (imports included), the medians, and b / a. For checking that a change
 (a refactor, say) leaves speed where it was.
+
+    python bench/compare_builds.py --a /tmp/a-site --b /tmp/b-site --events
+
+instead runs every sample config that runs offline once with each build and says whether
+their events are the same (every JSON line each wrote, less its wall-clock ``time``), and
+where they first differ: for checking that a change leaves behaviour where it was.
 """
 
 from __future__ import annotations
@@ -48,6 +54,63 @@ def run_once(site: Path, config: Path, overrides: list[str], python: str) -> dic
         }
 
 
+EVENT_CONFIGS = ("file.toml", "analytics.toml", "multi.toml", "gpu.toml")
+"""The sample configs that run offline on sample media with no service or cluster."""
+VARYING = ("time",)
+"""Keys of an event that differ between two runs of the same build (wall-clock time)."""
+
+
+def events_of(site: Path, config: Path, python: str) -> dict[str, list[dict[str, object]]]:
+    """Every JSON-lines file ``config`` wrote with build ``site`` (path -> its events, less
+    their wall-clock keys)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [python, "-m", "vapipe", str(config), "--log-level", "warning", "--no-progress"]
+        env = {**os.environ, "PYTHONPATH": str(site)}
+        done = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{site} {config.name}: exit {done.returncode}: {done.stderr[-500:]}")
+        found = {}
+        for path in sorted(Path(tmp).rglob("*.jsonl")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            events = [json.loads(line) for line in lines]
+            for event in events:
+                for key in VARYING:
+                    event.pop(key, None)
+            found[str(path.relative_to(tmp))] = events
+        return found
+
+
+def first_difference(
+    a: dict[str, list[dict[str, object]]], b: dict[str, list[dict[str, object]]]
+) -> str | None:
+    """Where two runs' events first differ, or None when they are the same."""
+    if a.keys() != b.keys():
+        return f"files {sorted(a)} vs {sorted(b)}"
+    for name, events in a.items():
+        if len(events) != len(b[name]):
+            return f"{name}: {len(events)} events vs {len(b[name])}"
+        for index, (one, other) in enumerate(zip(events, b[name], strict=True)):
+            if one != other:
+                shown = [json.dumps(event)[:300] for event in (one, other)]
+                return f"{name} line {index + 1}: {shown[0]} vs {shown[1]}"
+    return None
+
+
+def compare_events(a: Path, b: Path, python: str) -> dict[str, object]:
+    results: dict[str, object] = {}
+    for name in EVENT_CONFIGS:
+        config = REPO / "configs" / name
+        one, other = events_of(a, config, python), events_of(b, config, python)
+        difference = first_difference(one, other)
+        results[name] = {
+            "files": len(one),
+            "events": sum(len(events) for events in one.values()),
+            "same": difference is None,
+            **({"difference": difference} if difference else {}),
+        }
+    return results
+
+
 def where_vapipe_is(site: Path, python: str) -> str:
     probe = "import vapipe.pipeline.runner as r; print(r.__file__)"
     env = {**os.environ, "PYTHONPATH": str(site)}
@@ -65,11 +128,19 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--events", action="store_true", help="compare events, not speed")
     args = parser.parse_args()
     for side in (args.a, args.b):
         found = where_vapipe_is(side, args.python)
         if not found.startswith(str(side.resolve())):
             raise SystemExit(f"{side}: vapipe is imported from {found}, not from this folder")
+    if args.events:
+        same = {"benchmark": "events of two builds", "configs": compare_events(
+            args.a, args.b, args.python)}  # fmt: skip
+        print(json.dumps(same, indent=1))
+        if args.output:
+            args.output.write_text(json.dumps(same, indent=1) + "\n")
+        return
     runs: dict[str, list[dict[str, float]]] = {"a": [], "b": []}
     for _ in range(args.runs):
         for name, site in (("a", args.a), ("b", args.b)):

@@ -155,13 +155,13 @@ def backend_rates(backend: Any, data: np.ndarray, repeats: int) -> dict[str, flo
     """Frames per second of one backend at one batch, three ways (median of ``repeats``)."""
     import torch
 
-    from vapipe.stages.infer.device_decode import DeviceDecoder, Selection
+    from vapipe.stages.infer.device_decode import DeviceDecoder
     from vapipe.stages.infer.heads import Family
-    from vapipe.stages.nms import NmsConfig, NmsStage
+    from vapipe.stages.nms import NmsConfig, NmsStage, Selection
 
     batch = len(data)
     nms = NmsStage("nms", NmsConfig())
-    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), Selection.of(nms.config))
+    decoder = DeviceDecoder(Family.YOLOX, 416, 416, (), Selection.of(nms.name, nms.config))
     on_gpu = torch.from_numpy(data).cuda()
 
     def host_path() -> None:

@@ -56,9 +56,10 @@ def take_frames(uri: str, infer: InferStage, count: int, every: int = 1) -> Samp
         [assets.Needed(k, n, "--calibrate") for k, n in VideoSource.assets_needed(source_config)]
     )
     pre = PreprocessStage("pre", PreprocessConfig())
-    pre.open(StageContext("pre", downstream=[infer]))
+    pre.bind(infer.model)
+    pre.open(StageContext("pre", pixels_read_after=False))
     source = VideoSource("calibrate", source_config)
-    source.open(StageContext("calibrate", downstream=[pre]))
+    source.open(StageContext("calibrate"))
     taken: list[Frame] = []
     try:
         for index, item in enumerate(f for f in source.frames() if isinstance(f, Frame)):

@@ -70,12 +70,27 @@ def copy_picture(picture: Picture, out: np.ndarray) -> None:
         picture.copy_into(out)
 
 
+@dataclass(frozen=True)
+class Motion:
+    """A motion node's finding on one frame."""
+
+    still: bool
+    """Nothing moved since the source's previous frame: the frame is ``predicted`` and the
+    tracker holds its tracks where they were."""
+    mask: np.ndarray | None = None
+    """With ``show``: the changed pixels at the compared size (bool), None on a source's first
+    frame or without ``show``."""
+    shown: bool = False
+    """The node keeps masks for the video and previews (``motion.show``)."""
+
+
 @dataclass(eq=False)
 class Frame:
     """One decoded picture and the metadata stages add to it on its way.
 
-    ``image`` is HWC uint8 BGR. Stages add their results as attributes declared here
-    (``tensor``, ``letterbox``, ``detections``) or, for anything else, in ``meta``. When no
+    ``image`` is HWC uint8 BGR. Stages add their results as the fields declared here
+    (``tensor``, ``letterbox``, ``detections``, ``motion``...): what one stage hands another
+    is a typed field, so a reader sees who writes what. When no
     stage after preprocessing reads pixels (``Stage.reads_pixels``), ``image`` keeps its
     shape but its pixels are gone (read-only zeros) once the model input is made.
     """
@@ -104,7 +119,15 @@ class Frame:
     ``frame`` event by the event sinks."""
     analytics: FrameAnalytics | None = None
     """Counts and occupancy at this frame, and the geometry to draw."""
-    meta: dict[str, Any] = field(default_factory=dict)
+    motion: Motion | None = None
+    """What a motion node saw on this frame (set on every frame it passes)."""
+    track_origins: dict[int, np.ndarray] | None = None
+    """Track id -> the earliest box (xyxy, frame pixels) of the traced-back path of each track
+    identified on this frame (``track.backtrace_s``), for lines the object crossed while the
+    detector was unsure of it."""
+    scheduled: bool = False
+    """The preprocess node already asked the detection schedule (and flagged the frame
+    ``predicted`` if it is not due): the infer node does not ask twice."""
     yuv: np.ndarray | None = None
     """The picture as decoded, I420 planes ``(height * 3 / 2, width)``, for plain 4:2:0
     pictures (limited-range BT.601 or untagged, even size, upright). ``image`` is then made

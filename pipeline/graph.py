@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -51,15 +51,26 @@ class Graph:
     def successors(self, name: str) -> list[str]:
         return [edge.dst for edge in self.edges if edge.src == name]
 
+    def predecessors(self, name: str) -> list[str]:
+        return [edge.src for edge in self.edges if edge.dst == name]
+
     def downstream_of(self, name: str) -> list[str]:
         """Nodes reachable from ``name`` (excluded), nearest first."""
+        return self._reachable(name, self.successors)
+
+    def upstream_of(self, name: str) -> list[str]:
+        """Nodes from which ``name`` is reachable (excluded), nearest first."""
+        return self._reachable(name, self.predecessors)
+
+    @staticmethod
+    def _reachable(name: str, step: Callable[[str], list[str]]) -> list[str]:
         seen: list[str] = []
-        frontier = deque(self.successors(name))
+        frontier = deque(step(name))
         while frontier:
             current = frontier.popleft()
             if current not in seen:
                 seen.append(current)
-                frontier.extend(self.successors(current))
+                frontier.extend(step(current))
         return seen
 
 

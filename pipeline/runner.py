@@ -35,7 +35,8 @@ from vapipe.pipeline.outcome import (
 )
 from vapipe.pipeline.queues import EOS, Aborted, Inbox
 from vapipe.pipeline.signals import install_stop_signals
-from vapipe.pipeline.stage import BatchStage, SourceStage, Stage, StageContext
+from vapipe.pipeline.stage import BatchStage, SourceStage, Stage
+from vapipe.pipeline.wiring import bind_all, context_for
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,7 @@ class Runner:
                 inbox=None if is_source else Inbox(name),
                 metrics=StageMetrics(name, spec.stage_cls.type_name),
             )
+        bind_all(self.graph, {name: node.stage for name, node in self._nodes.items()})
         for edge in self.graph.edges:
             # graph.build rejects links into sources, so every destination has an inbox.
             dst_inbox = cast(Inbox, self._nodes[edge.dst].inbox)
@@ -187,14 +189,17 @@ class Runner:
             self._nodes[edge.src].outputs.append(link)
 
     def _open_all(self) -> int | None:
-        """Open downstream stages first, so a stage can ask them what they expect."""
+        """Open downstream stages first: a source starts demuxing only once the stages it hands
+        packets to are open."""
         opened: list[Node] = []
         source_ids = self.graph.source_ids
+        stages = {name: node.stage for name, node in self._nodes.items()}
         for name in reversed(self.graph.order):
             node = self._nodes[name]
-            context = StageContext(
-                name=name,
-                downstream=[self._nodes[n].stage for n in self.graph.downstream_of(name)],
+            context = context_for(
+                self.graph,
+                stages,
+                name,
                 sources_in_run=self.sources_in_run,
                 source_ids=source_ids,
             )

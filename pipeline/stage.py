@@ -7,8 +7,8 @@ items to pass downstream (usually the same frame, with metadata added).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,19 +40,41 @@ class ParallelConfig(StageConfig):
 
 @dataclass
 class StageContext:
-    """What a stage may see of the graph while it opens."""
+    """What a stage is told of the graph while it opens: facts the graph's builder worked
+    out once (a stage never searches the graph itself)."""
 
     name: str
-    downstream: Sequence[Stage] = field(default_factory=list)
-    """Stages reachable downstream, nearest first (already open)."""
     sources_in_run: int = 1
     """Sources of the whole run, across every shard: they share this machine's cores."""
     source_ids: Sequence[str] = ()
     """The source ids whose frames this graph (this shard's, with shards) carries."""
+    packet_consumers: Sequence[PacketConsumer] = ()
+    """The stages after this one that take encoded packets (``takes_packets``): a source
+    hands them its packets as it demuxes them."""
+    pixels_read_after: bool = True
+    """Whether a stage after this one reads the frames' pixels (``reads_pixels``): when none
+    does, the preprocess node lets them go once the model input is made."""
 
-    def find_downstream(self, kind: type) -> Any:
-        """The nearest downstream stage that is an instance of ``kind``, or None."""
-        return next((stage for stage in self.downstream if isinstance(stage, kind)), None)
+
+@runtime_checkable
+class RecordSink(Protocol):
+    """A stage that writes event records (``writes_records``). With shards, the shards send
+    records and the parent process holds the one real sink, which it feeds through this."""
+
+    def accept(self, record: dict[str, Any]) -> None:
+        """An event record, as ``frame_records`` made it."""
+        ...
+
+
+@runtime_checkable
+class PacketConsumer(Protocol):
+    """A stage that takes its sources' encoded packets as they are demuxed
+    (``takes_packets``), e.g. to keep a pre-roll to copy into clips."""
+
+    def take_packet(self, source_id: str, packet: Any) -> None:
+        """An encoded packet (``pipeline.frame.EncodedPacket``) of ``source_id``, called from
+        the source's thread."""
+        ...
 
 
 class Stage:
@@ -61,14 +83,20 @@ class Stage:
     Config: ClassVar[type[StageConfig]] = StageConfig
     type_name: ClassVar[str] = ""
     writes_records: ClassVar[bool] = False
-    """An event sink: it turns frames into records and ``accept``s them. With shards, the
-    shards send records and the parent process holds the one real sink."""
+    """An event sink: it turns frames into records and ``accept``s them (a
+    :class:`RecordSink`)."""
+    parent_only: ClassVar[bool] = False
+    """With shards, only the parent process holds it (a sink the Python API taps)."""
+    binds: ClassVar[Literal["upstream", "downstream"] | None] = None
+    """Where this node finds the object it is bound to: the nearest node in that direction
+    that ``shares`` one (the preprocess node binds to its infer node's model, downstream; the
+    nms node to it, upstream). Bound once, when the graph is built, before any node opens."""
     needs_upstream: ClassVar[tuple[str, ...]] = ()
     """Stage types one of which must come before this node on every path from a source
     (analytics needs track): checked when the graph is built."""
     takes_packets: bool = False
-    """Whether sources upstream hand it their encoded video packets as demuxed
-    (``take_packet``, called from the source's thread), e.g. to keep a pre-roll to copy."""
+    """Whether sources upstream hand it their encoded video packets as demuxed (a
+    :class:`PacketConsumer`)."""
     reads_pixels: bool = True
     """Whether ``process`` looks at ``frame.image``'s pixels, not only its shape. When no
     stage after preprocessing does, the preprocess node lets the pixels go once the model
@@ -105,14 +133,13 @@ class Stage:
         """Extra facts for the run's stats (the execution provider, say)."""
         return {}
 
-    def take_packet(self, source_id: str, packet: Any) -> None:
-        """An encoded packet (``pipeline.frame.EncodedPacket``) of ``source_id``
-        (``takes_packets`` stages only)."""
-        raise NotImplementedError
+    def shares(self) -> object | None:
+        """What this node shares with the nodes bound to it (its model), or None."""
+        return None
 
-    def accept(self, record: dict[str, Any]) -> None:
-        """An event record, as ``frame_records`` made it (``writes_records`` sinks only)."""
-        raise NotImplementedError
+    def bind(self, shared: object | None) -> None:
+        """The object of the node this one is bound to (see ``binds``), None where no node in
+        that direction shares one. Called once, before ``open``."""
 
     @classmethod
     def assets_needed(cls, config: Any) -> list[tuple[Kind, str]]:

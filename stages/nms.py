@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import cv2
 import numpy as np
@@ -162,6 +163,39 @@ def nms_numpy(
     return np.asarray(keep, np.int64)
 
 
+@runtime_checkable
+class TakesSuppression(Protocol):
+    """What this node binds to: a model that may select boxes on its own device."""
+
+    suppression: Selection | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """An nms node's settings, handed to the model it is bound to: a model that decodes its
+    head on its device selects there as this node would."""
+
+    node: str
+    conf: float
+    iou: float
+    max_det: int
+    max_candidates: int
+    class_agnostic: bool
+    classes: tuple[int, ...] | None
+
+    @classmethod
+    def of(cls, node: str, config: NmsConfig) -> Selection:
+        return cls(
+            node,
+            config.conf,
+            config.iou,
+            config.max_det,
+            config.max_candidates,
+            config.class_agnostic,
+            tuple(config.classes) if config.classes is not None else None,
+        )
+
+
 @register("nms")
 class NmsStage(Stage):
     """Keeps the confident boxes, suppresses overlaps (per class) and maps boxes to frame
@@ -171,6 +205,13 @@ class NmsStage(Stage):
 
     Config = NmsConfig
     config: NmsConfig
+    binds = "upstream"
+
+    def bind(self, shared: object | None) -> None:
+        """Hands this node's settings to the model before it (when it is one that decodes on
+        its device: it then selects there as this node would)."""
+        if isinstance(shared, TakesSuppression):
+            shared.suppression = Selection.of(self.name, self.config)
 
     def __init__(self, name: str, config: StageConfig) -> None:
         super().__init__(name, config)

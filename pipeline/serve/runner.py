@@ -25,6 +25,7 @@ from vapipe.pipeline.queues import Aborted, Inbox
 from vapipe.pipeline.runner import Runner
 from vapipe.pipeline.stage import SourceStage, StageContext
 from vapipe.pipeline.urls import mask_credentials
+from vapipe.pipeline.wiring import context_for
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +134,11 @@ class ServiceRunner(Runner):
         node = Node(stage, None, StageMetrics(name, spec.stage_cls.type_name))
         nodes = self.nodes()
         source_ids = [*self.source_ids(), getattr(spec.config, "source_id", None) or name]
-        context = StageContext(
-            name=name,
-            downstream=[nodes[n].stage for n in self.graph.downstream_of(like)],
+        context = context_for(
+            self.graph,
+            {n: node.stage for n, node in nodes.items()},
+            name,
+            like=like,
             sources_in_run=len(source_ids),
             source_ids=source_ids,
         )

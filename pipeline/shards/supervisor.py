@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.graph import Graph
@@ -36,7 +36,7 @@ from vapipe.pipeline.shards.ledger import Delivered, Ledger
 from vapipe.pipeline.shards.plan import partition
 from vapipe.pipeline.shards.stats import merge_stats
 from vapipe.pipeline.shards.worker import ShardJob, record_taps_of, run_shard
-from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.pipeline.stage import RecordSink, Stage, StageContext
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +155,10 @@ class ShardRunner:
             if not node.stage_cls.writes_records:
                 continue
             sink = node.stage_cls(name, node.config)
+            if not isinstance(sink, RecordSink):
+                raise TypeError(f"{node.stage_cls.__name__} writes records but has no accept()")
             try:
-                sink.open(StageContext(name=name, downstream=[]))
+                sink.open(StageContext(name=name))
             except Exception as exc:
                 for opened in self._sinks.values():
                     opened.close()
@@ -336,7 +338,7 @@ class ShardRunner:
         try:
             with self._sink_locks[sink]:
                 for record in records:
-                    target.accept(record)
+                    cast(RecordSink, target).accept(record)  # checked when it opened
         except Exception as exc:
             self._fail(StageError(sink, str(exc) or type(exc).__name__))
 

@@ -139,7 +139,7 @@ def record_taps_of(graph: Graph) -> tuple[tuple[str, str], ...]:
     return tuple(
         (name, next(up for up in graph.order if name in graph.successors(up)))
         for name, node in graph.nodes.items()
-        if getattr(node.stage_cls, "parent_only", False)
+        if node.stage_cls.parent_only
     )
 
 

@@ -17,7 +17,6 @@ from vapipe.pipeline.validation import suggest, validate
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.counting import SourceAnalytics
 from vapipe.stages.analytics.geometry import Line, Zone, compile_geometry, geometry_problems
-from vapipe.stages.track.backtrace import ORIGINS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ class AnalyticsStage(Stage):
                 self._check_classes(frame.detections.names)
             config = self.replaced.get(frame.source_id, self.config)
             state = self.sources[frame.source_id] = self._state(frame, config)
-        origins = frame.meta.get(ORIGINS_KEY)
+        origins = frame.track_origins
         for event in state.update(frame.detections, frame.pts, frame.predicted, origins):
             frame.events.append({**event, "source_id": frame.source_id, "seq": frame.seq})
             self.emitted += 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,30 +22,7 @@ from vapipe.stages.infer.heads import Family, yolox_grid_for
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from vapipe.stages.nms import NmsConfig
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The nms node's settings, read from it when the infer node opens."""
-
-    conf: float
-    iou: float
-    max_det: int
-    max_candidates: int
-    class_agnostic: bool
-    classes: tuple[int, ...] | None
-
-    @classmethod
-    def of(cls, config: NmsConfig) -> Selection:
-        return cls(
-            config.conf,
-            config.iou,
-            config.max_det,
-            config.max_candidates,
-            config.class_agnostic,
-            tuple(config.classes) if config.classes is not None else None,
-        )
+    from vapipe.stages.nms import Selection
 
 
 class DeviceDecoder:

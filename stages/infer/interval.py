@@ -9,10 +9,6 @@ import threading
 
 from vapipe.pipeline.frame import Frame
 
-SCHEDULED = "detection_scheduled"
-"""``frame.meta`` key: the preprocess node already asked the schedule (and flagged the frame
-``predicted`` if it is not due), so that the infer node does not ask twice."""
-
 
 class DetectionSchedule:
     """Whether each frame is one to detect on. Safe from the infer node's worker threads.

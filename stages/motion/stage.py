@@ -21,13 +21,10 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.frame import Frame, Message, Motion
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
 
-MASK_KEY = "motion_mask"
-"""``frame.meta`` key, with ``show``: the changed pixels at the compared size (a bool array;
-None on a source's first frame)."""
 Point = Annotated[list[Annotated[float, Field(strict=False)]], Field(min_length=2, max_length=2)]
 
 
@@ -77,19 +74,19 @@ class MotionStage(Stage):
             last = self._detected_at.get(frame.source_id)
             fresh = previous is None or previous.shape != small.shape
             changed = None if previous is None or fresh else self._changed(previous, small, frame)
-            if self.config.show:
-                frame.meta[MASK_KEY] = changed
             moved = fresh or self._moved(changed, frame)
             overdue = (
                 last is None or frame.pts < last or frame.pts - last >= self.config.max_skip_s > 0
             )
-            if moved or overdue:
+            still = not (moved or overdue)
+            if still:
+                frame.predicted = True
+                self.still += 1
+            else:
                 self._detected_at[frame.source_id] = frame.pts
                 self.moving += 1
-            else:
-                frame.predicted = True
-                frame.meta["still"] = True
-                self.still += 1
+            shown = self.config.show
+            frame.motion = Motion(still, changed if shown else None, shown)
         return (frame,)
 
     def _grey(self, frame: Frame) -> np.ndarray:

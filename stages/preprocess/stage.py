@@ -1,7 +1,8 @@
 """Letterbox, colour order, scaling, mean/std and HWC->CHW: the model's input tensor per frame.
 
-The model's conventions come from the infer node downstream (read when this node opens);
-any of them can be set here instead. ``backend = "numpy"`` is OpenCV + numpy;
+The model's conventions come from the model this node is bound to (its infer node's, found
+downstream once when the graph is built); any of them can be set here instead.
+``backend = "numpy"`` is OpenCV + numpy;
 ``backend = "opencl"`` runs one kernel that gives the same tensor bit for bit, and falls back
 to numpy, with a warning, where no OpenCL device works. ``backend = "torch"`` does the same
 arithmetic in torch on the device of a torch infer node, and hands it the batch there.
@@ -21,8 +22,7 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
-from vapipe.stages.infer.interval import SCHEDULED
-from vapipe.stages.infer.stage import RECT_STRIDE, InferStage, ModelInput
+from vapipe.stages.infer.model import RECT_STRIDE, Model, ModelInput
 from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec
 from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for, rect_size
 
@@ -34,8 +34,8 @@ class PreprocessConfig(ParallelConfig):
 
     backend: Literal["numpy", "opencl", "torch", "auto"] = "numpy"
     """Where the work runs: ``numpy`` (OpenCV on the CPU), ``opencl`` (one kernel),
-    ``torch`` (on the GPU of a torch infer node downstream: the tensor never comes back to
-    the host) or ``auto``: torch where the infer node runs torch on a GPU, else OpenCL on a
+    ``torch`` (on the GPU where the model runs on torch: the tensor never comes back to
+    the host) or ``auto``: torch where the model runs on torch on a GPU, else OpenCL on a
     GPU whose kernel builds, else numpy. Every backend makes the same tensor, bit for bit."""
     device: Literal["auto", "gpu", "cpu"] = "auto"
     """OpenCL device kind: ``auto`` takes a GPU when there is one."""
@@ -51,7 +51,7 @@ class PreprocessConfig(ParallelConfig):
     plain yuv420p (full range, BT.709 or wider colour, odd sizes, rotated) come as BGR on
     every path."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
-    """``[width, height]``; default: the downstream model's input size."""
+    """``[width, height]``; default: the model's input size."""
     placement: Literal["auto", "center", "top-left"] = "auto"
     """Where the resized picture sits in the input; ``auto`` follows the model family."""
     color: Literal["auto", "rgb", "bgr"] = "auto"
@@ -72,15 +72,27 @@ class PreprocessStage(BatchStage):
 
     Config = PreprocessConfig
     config: PreprocessConfig
+    binds = "downstream"
+    bound: Model | None = None
+    """The model whose input this node makes (its infer node's)."""
+    opencl: Any = None
+    front: Any = None
+    """The OpenCL or torch front end (submit / result); None on numpy."""
+    device_name: str | None = None
+
+    def bind(self, shared: object | None) -> None:
+        if shared is not None and not isinstance(shared, Model):
+            raise ConfigError(f"the node after it shares a {type(shared).__name__}, not a model")
+        self.bound = shared
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
-        infer = context.find_downstream(InferStage)
-        model: ModelInput | None = infer.model_input if infer else None
+        bound = self.bound.load() if self.bound is not None else None
+        model: ModelInput | None = bound.input if bound else None
         # OpenCL takes what is queued, up to the model's batch, into one buffer; it never
         # waits for more. The numpy path works frame by frame (in `workers` threads).
-        self.backend, probed = self._chosen_backend(infer)
-        self.max_batch = infer.max_batch if infer and self.backend != "numpy" else 1
+        self.backend, probed = self._chosen_backend(bound)
+        self.max_batch = bound.max_batch if bound and self.backend != "numpy" else 1
         self.batch_timeout_s = 0.0
         if model is None:
             if (
@@ -109,18 +121,16 @@ class PreprocessStage(BatchStage):
         self.std = np.asarray(cfg.std, np.float32).reshape(3, 1, 1) if cfg.std else None
         # With infer.interval, the frames its detector will skip are known here: they get no
         # tensor (on 16 cameras at interval 3, two of every three letterboxes were wasted).
-        self.schedule = infer.schedule if infer is not None and infer.schedule.active else None
-        self.release_pixels = bool(context.downstream) and not any(
-            stage.reads_pixels for stage in context.downstream
-        )
-        self.opencl: Any = None
-        self.front: Any = None  # the OpenCL or torch front end: submit / result
+        self.schedule = bound.schedule if bound is not None and bound.schedule.active else None
+        self.release_pixels = not context.pixels_read_after
+        self.opencl = None
+        self.front = None
         self._in_flight: deque[tuple[list[Frame], Any]] = deque()
         self.device_name = "numpy"
         if self.backend == "opencl":
             self._open_opencl(probed)
         elif self.backend == "torch":
-            self._open_torch(infer)
+            self._open_torch(bound)
         chosen = self.backend
         if self.front is not None and cfg.workers > 1:
             log.info("%s: the %s backend overlaps frames itself; workers = 1", self.name, chosen)
@@ -137,19 +147,19 @@ class PreprocessStage(BatchStage):
             self.device_name,
         )
 
-    def _chosen_backend(self, infer: InferStage | None) -> tuple[str, LetterboxProgram | None]:
+    def _chosen_backend(self, model: Model | None) -> tuple[str, LetterboxProgram | None]:
         """The backend ``auto`` stands for here (the others stand for themselves), and the
         program its OpenCL probe built: a second build would miss the program cache (its key
         is the context, and OpenCLLetterbox would make a new one)."""
         wanted = self.config.backend
         if wanted != "auto":
             return wanted, None
-        device = getattr(infer.backend if infer else None, "torch_device", None)
+        device = model.torch_device if model is not None else None
         probed = None
         if device is not None and device.type != "cpu":
             chosen = "torch"
         else:
-            dtype = np.dtype(infer.model_input.dtype) if infer else np.dtype(np.float32)
+            dtype = np.dtype(model.input.dtype) if model else np.dtype(np.float32)
             probed = _opencl_gpu_program(dtype)
             chosen = "opencl" if probed is not None else "numpy"
         log.info('%s: backend = "auto" picks %s', self.name, chosen)
@@ -191,20 +201,20 @@ class PreprocessStage(BatchStage):
         self.device_name = "opencl: " + self.opencl.program.describe()
         log.info("%s: OpenCL preprocessing on %s", self.name, self.device_name)
 
-    def _open_torch(self, infer: InferStage | None) -> None:
+    def _open_torch(self, model: Model | None) -> None:
         from vapipe.stages.preprocess.torch_letterbox import TorchLetterbox
 
-        backend = infer.backend if infer is not None else None
-        device = getattr(backend, "torch_device", None)
+        device = model.torch_device if model is not None else None
         if device is None:
+            backend = model.backend if model is not None else None
             log.warning(
-                '%s: backend = "torch" needs a torch infer node downstream (found %s); using '
+                '%s: backend = "torch" needs a model on the torch backend (found %s); using '
                 "the numpy backend",
                 self.name,
                 backend.device if backend is not None else "none",
             )
             return
-        import torch  # the torch backend downstream has imported it already
+        import torch  # the model's torch backend has imported it already
 
         self.front = TorchLetterbox(
             self._spec(),
@@ -220,14 +230,14 @@ class PreprocessStage(BatchStage):
     def workers(self) -> int:
         # A device front end overlaps batches itself; numpy (also where one fell back) uses
         # the configured threads.
-        return 1 if getattr(self, "front", None) is not None else self.config.workers
+        return 1 if self.front is not None else self.config.workers
 
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
         if self.schedule is not None:
             for frame in frames:
                 if not frame.predicted:
                     frame.predicted = not self.schedule.due(frame)
-                    frame.meta[SCHEDULED] = True
+                    frame.scheduled = True
         # Frames the detector skips (the interval's, or still ones a motion node flagged)
         # need no tensor.
         wanted = [frame for frame in frames if not frame.predicted]
@@ -278,7 +288,7 @@ class PreprocessStage(BatchStage):
             frame.image, frame.yuv = shape_only(frame.shape), None
 
     def stats(self) -> dict[str, Any]:
-        return {"device": getattr(self, "device_name", None)}
+        return {"device": self.device_name}
 
     def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """The CHW tensor for one BGR image, and where the image went in it."""

@@ -10,7 +10,6 @@ import cv2
 import numpy as np
 
 from vapipe.stages.detections import Detections
-from vapipe.stages.motion.stage import MASK_KEY
 
 if TYPE_CHECKING:
     from vapipe.pipeline.frame import Frame
@@ -146,8 +145,8 @@ def annotate(
         draw_trails(picture, trails.update(frame.detections))
     if frame.analytics is not None:
         draw_analytics(picture, frame.analytics)
-    if MASK_KEY in frame.meta:
-        draw_motion(picture, frame.meta[MASK_KEY], still=bool(frame.meta.get("still")))
+    if frame.motion is not None and frame.motion.shown:
+        draw_motion(picture, frame.motion.mask, still=frame.motion.still)
     return picture
 
 

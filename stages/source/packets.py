@@ -12,7 +12,7 @@ from typing import Any
 import av
 
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream
-from vapipe.pipeline.stage import Stage
+from vapipe.pipeline.stage import PacketConsumer
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,11 @@ def encoded_stream(video: Any, session: int) -> EncodedStream | None:
 
 
 class PacketFeed:
-    """One source's packets to its ``takes_packets`` stages (with none, it does nothing)."""
+    """One source's packets to the stages that take them (with none, it does nothing)."""
 
-    def __init__(self, source_id: str, downstream: Sequence[Stage]) -> None:
+    def __init__(self, source_id: str, consumers: Sequence[PacketConsumer]) -> None:
         self.source_id = source_id
-        self.taps = [stage for stage in downstream if stage.takes_packets]
+        self.taps = list(consumers)
         self.stream: EncodedStream | None = None
         self.sessions = 0
         self._pending: list[tuple[bytes, int, int, bool]] = []

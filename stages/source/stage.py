@@ -99,7 +99,7 @@ class VideoSource(SourceStage):
         self.spec = spec_of(cfg)
         self.display_uri = mask_credentials(self.spec.file)
         self.connector = Connector(self.name, self.source_id, cfg, self.live, self.decode_threads)
-        self.packets = PacketFeed(self.source_id, context.downstream)
+        self.packets = PacketFeed(self.source_id, context.packet_consumers)
         self._images = image_paths(self.spec.file)
         if self._images is not None:
             if not self._images:

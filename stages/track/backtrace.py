@@ -14,9 +14,6 @@ import numpy as np
 
 from vapipe.stages.track.boxes import iou_matrix
 
-ORIGINS_KEY = "track_origins"
-"""``frame.meta`` key: track id -> the earliest box of the traced-back path of each track
-identified on that frame."""
 CHAIN_IOU = 0.3
 """Least overlap between a box of the path and the next earlier one: the same object, moved
 on by at most a few frames' motion."""

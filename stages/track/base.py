@@ -3,7 +3,7 @@ different motion model) can replace ByteTrack without touching the pipeline."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,9 +26,36 @@ class Tracker(Protocol):
         given only to stages that set ``reads_pixels = True`` (appearance features)."""
         ...
 
-    # A tracker may also have ``coast(time_s) -> Detections``: the boxes of its tracks where
-    # its motion model puts them at ``time_s``, for a frame the detector skipped
-    # (``infer.interval``). One without it gives such frames no detections. It may also have
-    # ``origins: dict[int, np.ndarray]``: for the tracks that got their id on the last
-    # ``update``, where each was first seen, less surely (the analytics count a line crossed
-    # before then).
+
+# What a tracker may also do, each declared here and checked once when the track node makes
+# the tracker (isinstance), never probed per frame.
+
+
+@runtime_checkable
+class Coasting(Protocol):
+    """A tracker that can say where its tracks are on a frame the detector skipped
+    (``infer.interval``, a still frame of a motion node). One without it gives such frames
+    no detections."""
+
+    def coast(self, time_s: float, still: bool = False) -> Detections:
+        """The boxes of its tracks where its motion model puts them at ``time_s`` (where they
+        were, when ``still``: nothing moved)."""
+        ...
+
+
+@runtime_checkable
+class EdgeAware(Protocol):
+    """A tracker that lets tracks lost at the frame's border go sooner: the track node tells
+    it the frame's size."""
+
+    frame_size: tuple[int, int] | None
+    """(width, height) of the source's frames."""
+
+
+@runtime_checkable
+class Backtracing(Protocol):
+    """A tracker that traces a new track back through the boxes it was unsure of."""
+
+    origins: dict[int, np.ndarray]
+    """For the tracks that got their id on the last ``update``: where each was first seen,
+    less surely (the analytics count a line crossed before then)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from vapipe.pipeline.errors import PipelineError
@@ -9,8 +10,7 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.backtrace import ORIGINS_KEY
-from vapipe.stages.track.base import Tracker
+from vapipe.stages.track.base import Backtracing, Coasting, EdgeAware, Tracker
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 
@@ -29,10 +29,12 @@ class TrackStage(Stage):
 
     def open(self, context: StageContext) -> None:
         self.trackers: dict[str, Tracker] = {}
+        self._abilities: dict[str, Abilities] = {}
 
     def handle_message(self, message: Message) -> tuple[Message]:
         if message.kind == "source_removed":  # a service's stream: its tracks go with it
             self.trackers.pop(message.source_id, None)
+            self._abilities.pop(message.source_id, None)
         return (message,)
 
     def new_tracker(self) -> Tracker:
@@ -45,25 +47,45 @@ class TrackStage(Stage):
         tracker = self.trackers.get(frame.source_id)
         if tracker is None:
             tracker = self.trackers[frame.source_id] = self.new_tracker()
+            self._abilities[frame.source_id] = Abilities.of(tracker)
+        can = self._abilities[frame.source_id]
         if frame.detections is None:  # skipped by infer.interval: where the tracks are now
-            coast = getattr(tracker, "coast", None)
             # Nothing moved (a motion node): the tracks stay where they were.
-            still = bool(frame.meta.get("still"))
-            frame.detections = coast(frame.pts, still=still) if coast else Detections.empty()
+            still = frame.motion is not None and frame.motion.still
+            frame.detections = (
+                can.coast.coast(frame.pts, still=still) if can.coast else Detections.empty()
+            )
             return (frame,)
         image = frame.image if self.reads_pixels else None
-        if hasattr(tracker, "frame_size"):  # ByteTracker: tracks lost at the edge go sooner
+        if can.edge is not None:  # tracks lost at the edge go sooner
             height, width = frame.shape[:2]
-            tracker.frame_size = (width, height)
+            can.edge.frame_size = (width, height)
         tracked = tracker.update(frame.detections, frame.pts, image)
-        origins = getattr(tracker, "origins", None)
-        if origins:  # where the tracks identified now were first seen (track.backtrace_s)
-            frame.meta[ORIGINS_KEY] = origins
+        if can.backtrace is not None and can.backtrace.origins:
+            # where the tracks identified now were first seen (track.backtrace_s)
+            frame.track_origins = can.backtrace.origins
         if self.config.untracked == "drop":
             tracked = tracked[tracked.tracked()]
         frame.detections = tracked
         return (frame,)
 
     def stats(self) -> dict[str, Any]:
-        trackers = getattr(self, "trackers", {})
+        trackers = self.__dict__.get("trackers", {})  # none before open
         return {"tracks": {source: t.next_id - 1 for source, t in trackers.items()}}
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What one tracker can do beyond ``update``, checked once when it is made."""
+
+    coast: Coasting | None
+    edge: EdgeAware | None
+    backtrace: Backtracing | None
+
+    @classmethod
+    def of(cls, tracker: Tracker) -> Abilities:
+        return cls(
+            tracker if isinstance(tracker, Coasting) else None,
+            tracker if isinstance(tracker, EdgeAware) else None,
+            tracker if isinstance(tracker, Backtracing) else None,
+        )

@@ -18,13 +18,12 @@ from tests.conftest import asset
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 from vapipe.stages.infer.heads import Family, decode
-from vapipe.stages.nms import NmsConfig, NmsStage
+from vapipe.stages.nms import NmsConfig, NmsStage, Selection
 
 torch = pytest.importorskip("torch")
 
 from vapipe.stages.infer.device_decode import (  # noqa: E402
     DeviceDecoder,
-    Selection,
     _batched_nms,
     torchvision_batched_nms,
 )
@@ -65,7 +64,7 @@ def clip_batch(size: int, color: str, scale: float) -> np.ndarray:
 
 def selection(**changes: object) -> tuple[Selection, NmsStage]:
     config = NmsConfig(**changes)  # type: ignore[arg-type]
-    return Selection.of(config), NmsStage("nms", config)
+    return Selection.of("nms", config), NmsStage("nms", config)
 
 
 @pytest.mark.parametrize("model", list(MODELS))
@@ -124,9 +123,10 @@ def test_the_decoder_uses_torchvisions_kernel_without_importing_torchvision() ->
     pytest.importorskip("torchvision")
     code = (
         "import sys, torch\n"
-        "from vapipe.stages.infer.device_decode import DeviceDecoder, Selection\n"
+        "from vapipe.stages.infer.device_decode import DeviceDecoder\n"
+        "from vapipe.stages.nms import Selection\n"
         "from vapipe.stages.infer.heads import Family\n"
-        "s = Selection(0.25, 0.45, 300, 3000, False, None)\n"
+        "s = Selection('nms', 0.25, 0.45, 300, 3000, False, None)\n"
         "d = DeviceDecoder(Family.YOLOV8, 640, 640, ['a'], s)\n"
         "print(d._batched_nms.__name__, 'torchvision' in sys.modules)\n"
     )

@@ -96,7 +96,8 @@ def _pre_and_det(interval_s: float | None = None, interval: int = 0, **pre: obje
     det = InferStage("det", config)
     det.open(StageContext("det"))
     stage = PreprocessStage("pre", PreprocessConfig.model_validate(pre))
-    stage.open(StageContext("pre", downstream=[det]))
+    stage.bind(det.model)
+    stage.open(StageContext("pre"))
     return stage, det
 
 
@@ -135,7 +136,7 @@ def _skips_without_tensors(backend: str, interval: int, interval_s: float | None
     assert all(f.tensor is not None and f.detections is not None for f in detected)
     assert all(f.tensor is None and f.detections is None for f in frames if f.predicted)
     assert (det.schedule.detected, det.schedule.skipped) == (6, 12)  # once per frame
-    assert not any(f.meta for f in frames)  # the mark is taken off by the infer node
+    assert not any(f.scheduled for f in frames)  # the mark is taken off by the infer node
 
 
 def test_without_an_interval_every_frame_gets_a_tensor_but_a_still_one() -> None:

@@ -96,10 +96,11 @@ def test_a_backend_without_rect_says_so_and_keeps_the_square(
     pytest.importorskip("onnx2torch")
     with caplog.at_level(logging.WARNING):
         stage = infer_node("yolox_nano.onnx", True, backend="torch")
-    assert stage.model_input.rect is False
+    assert stage.model.input.rect is False
     assert "rect = true needs the onnxruntime backend" in caplog.text
     pre = PreprocessStage("pre", PreprocessConfig())
-    pre.open(StageContext("pre", downstream=[stage]))
+    pre.bind(stage.model)
+    pre.open(StageContext("pre"))
     tensor, _ = pre.tensor(np.zeros((360, 640, 3), np.uint8))
     assert tensor.shape == (3, 416, 416)
 
@@ -111,9 +112,10 @@ def frame_of(source: str, width: int, height: int, seed: int) -> Frame:
 
 def test_frames_of_other_sizes_are_batched_by_size_and_decoded_on_their_grid() -> None:
     det = infer_node("yolox_nano.onnx", True)
-    assert det.model_input.rect is True and det.stats()["rect"] is True
+    assert det.model.input.rect is True and det.stats()["rect"] is True
     pre = PreprocessStage("pre", PreprocessConfig())
-    pre.open(StageContext("pre", downstream=[det]))
+    pre.bind(det.model)
+    pre.open(StageContext("pre"))
     frames = [frame_of("wide", 640, 360, 0), frame_of("tall", 360, 640, 1),
               frame_of("wide2", 1280, 720, 2)]  # fmt: skip
     det.process_batch(pre.process_batch(frames))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
-from vapipe.stages.motion.stage import MASK_KEY, MotionConfig, MotionStage
+from vapipe.stages.motion.stage import MotionConfig, MotionStage
 from vapipe.stages.sinks.draw import annotate
 
 
@@ -45,7 +45,7 @@ def test_a_still_frame_says_so_for_the_tracker() -> None:
     stage = gate()
     stage.process(frame("cam", 0, picture(100)))
     (out,) = stage.process(frame("cam", 1, picture(100)))
-    assert out.predicted and out.meta["still"] is True
+    assert out.predicted and out.motion is not None and out.motion.still is True
 
 
 def test_small_or_faint_changes_are_not_motion() -> None:
@@ -128,18 +128,21 @@ def test_min_area_is_a_share_of_the_watched_part() -> None:
 def test_show_keeps_the_changed_pixels_outside_ignored_polygons() -> None:
     stage = gate(show=True, ignore=[[[0, 0], [320, 0], [320, 360], [0, 360]]])
     first = stage.process(frame("cam", 0, picture(100)))[0]
-    assert MASK_KEY in first.meta and first.meta[MASK_KEY] is None
+    assert first.motion is not None and first.motion.shown and first.motion.mask is None
     moved = picture(None)
     moved[100:140, 100:140] = 250  # in the ignored left half
     moved[200:240, 500:540] = 250  # in the watched right half
     (out,) = stage.process(frame("cam", 1, moved))
-    mask = out.meta[MASK_KEY]
+    assert out.motion is not None and not out.motion.still
+    mask = out.motion.mask
+    assert mask is not None
     assert mask.dtype == bool and mask.shape == (90, 160)
     ys, xs = np.nonzero(mask)
     # Only the right-hand square, at a quarter of the frame's scale (blur widens it a little).
     assert 118 <= xs.min() <= 126 and 134 <= xs.max() <= 138
     assert 46 <= ys.min() <= 51 and 59 <= ys.max() <= 63
-    assert not gate().process(frame("cam", 0, picture(100)))[0].meta
+    unshown = gate().process(frame("cam", 0, picture(100)))[0].motion
+    assert unshown is not None and not unshown.shown and unshown.mask is None
 
 
 def test_the_annotated_frame_tints_motion_and_labels_still_frames() -> None:
@@ -153,7 +156,8 @@ def test_the_annotated_frame_tints_motion_and_labels_still_frames() -> None:
     assert drawn[220, 520, 2] > drawn[220, 520, 0]  # redder than it was
     assert drawn[50, 50].tolist() == moved[50, 50].tolist()  # untouched where nothing moved
     (still,) = stage.process(frame("cam", 2, moved))
-    assert still.predicted and not still.meta[MASK_KEY].any()
+    assert still.predicted and still.motion is not None and still.motion.still
+    assert still.motion.mask is not None and not still.motion.mask.any()
     labelled = annotate(still)
     assert (labelled != moved).any() and (labelled[:300] == moved[:300]).all()
     plain = gate()

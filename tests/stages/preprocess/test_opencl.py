@@ -187,10 +187,11 @@ def test_detections_agree_between_backends(device, model: str) -> None:
     infer = InferStage("det", InferConfig(model=model, backend={"threads": 2}))
     infer.open(StageContext("det"))
     nms = NmsStage("nms", NmsConfig(conf=0.25))
-    context = StageContext("pre", downstream=[infer])
+    context = StageContext("pre")
     backends = {}
     for backend in ("numpy", "opencl"):
         stage = PreprocessStage("pre", PreprocessConfig(backend=backend))
+        stage.bind(infer.model)
         stage.open(context)
         backends[backend] = stage
     assert backends["opencl"].opencl is not None
@@ -200,11 +201,11 @@ def test_detections_agree_between_backends(device, model: str) -> None:
             for name, stage in backends.items():
                 tensor, box = stage.tensor(image) if name == "numpy" else stage.opencl.tensor(image)
                 (found,) = decode(
-                    infer.family,
+                    infer.model.family,
                     infer.backend.run(tensor[None]),
-                    infer.model_input.width,
-                    infer.model_input.height,
-                    infer.names,
+                    infer.model.input.width,
+                    infer.model.input.height,
+                    infer.model.names,
                 )
                 results[name].append(nms.select(found, box))
     assert sum(map(len, results["numpy"])) > 20

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.pipeline.graph import Edge, Graph
+from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
+from vapipe.pipeline.wiring import context_for
 from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 from vapipe.stages.sinks.events import EventsConfig, EventsSink
@@ -16,12 +20,24 @@ from vapipe.stages.sinks.video import VideoConfig, VideoSink
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
 
+
+def chain_context(first: Stage, after: list[Stage]) -> StageContext:
+    """``context_for`` the first of a chain of stages (a graph of their links alone)."""
+    stages = {stage.name: stage for stage in [first, *after]}
+    names = list(stages)
+    edges = [Edge(a, b, 4, Leaky.NO) for a, b in itertools.pairwise(names)]
+    graph = Graph(spec=None, order=names, edges=edges)  # type: ignore[arg-type]
+    return context_for(graph, stages, first.name)
+
+
 CONVENTIONS = {"input_size": [64, 64], "placement": "top-left", "color": "bgr", "scale": 1.0}
 
 
 def run_preprocess(downstream: list, backend: str = "numpy") -> tuple[Frame, np.ndarray]:
+    """The preprocess node opened with the context the graph gives it when ``downstream``
+    follows it in a chain."""
     stage = PreprocessStage("pre", PreprocessConfig(backend=backend, **CONVENTIONS))
-    stage.open(StageContext("pre", downstream=downstream))
+    stage.open(chain_context(stage, downstream))
     image = np.random.default_rng(0).integers(0, 255, (90, 160, 3), np.uint8)
     info = StreamInfo("cam", "clip.mp4", 160, 90, Fraction(25))
     frame = Frame("cam", 0, 0.0, 0.0, image.copy(), info)

@@ -135,7 +135,7 @@ def test_the_torch_backend_needs_a_torch_infer_node(caplog: pytest.LogCaptureFix
     )  # fmt: skip
     with caplog.at_level(logging.WARNING):
         stage.open(StageContext("pre"))
-    assert 'pre: backend = "torch" needs a torch infer node downstream (found none)' in caplog.text
+    assert 'pre: backend = "torch" needs a model on the torch backend (found none)' in caplog.text
     assert stage.front is None and stage.stats() == {"device": "numpy"}
     assert stage.workers == 3  # numpy's threads, as configured
 
@@ -155,16 +155,17 @@ def test_auto_takes_torch_where_the_model_runs_on_a_torch_gpu(monkeypatch) -> No
     fp32 = on(dtype=np.float32)
     # torch's own device objects: their type strings are not the interned literals
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert _stage_for(on(backend=on(torch_device=cuda), model_input=fp32)) == "torch"
+    # A model's torch_device: None where its backend is not torch.
+    assert _stage_for(on(torch_device=cuda, input=fp32)) == "torch"
     # Torch on the CPU, or another backend: OpenCL on a GPU where its kernel builds ...
-    assert _stage_for(on(backend=on(torch_device=cpu), model_input=fp32)) == "opencl"
-    assert _stage_for(on(backend=on(device="CPUExecutionProvider"), model_input=fp32)) == "opencl"
+    assert _stage_for(on(torch_device=cpu, input=fp32)) == "opencl"
+    assert _stage_for(on(torch_device=None, input=fp32)) == "opencl"
     assert _stage_for(None) == "opencl"
     # ... else numpy; and a named backend is what it names.
     monkeypatch.setattr(stage_module, "_opencl_gpu_program", lambda dtype: None)
-    assert _stage_for(on(backend=on(torch_device=cpu), model_input=fp32)) == "numpy"
-    assert _stage_for(on(backend=on(torch_device=cuda), model_input=fp32)) == "torch"
-    assert _stage_for(on(backend=on(torch_device=cuda)), "opencl") == "opencl"
+    assert _stage_for(on(torch_device=cpu, input=fp32)) == "numpy"
+    assert _stage_for(on(torch_device=cuda, input=fp32)) == "torch"
+    assert _stage_for(on(torch_device=cuda), "opencl") == "opencl"
     assert _stage_for(None, "torch") == "torch"
 
 
@@ -230,7 +231,8 @@ def test_the_infer_node_detects_on_the_device_batch_and_lets_it_go() -> None:
     runs = {}
     for backend in ("numpy", "torch"):
         stage = PreprocessStage("pre", PreprocessConfig(backend=backend))
-        stage.open(StageContext("pre", downstream=[infer]))
+        stage.bind(infer.model)
+        stage.open(StageContext("pre"))
         assert stage.workers == 1 and stage.max_batch == (4 if backend == "torch" else 1)
         info = StreamInfo("cam", "people.mp4", 800, 450, Fraction(25))
         batch = [Frame("cam", i, i / 25, 0.0, None, info, yuv=p)  # type: ignore[arg-type]

@@ -74,7 +74,7 @@ def test_a_source_hands_plain_pictures_over_as_i420_whatever_reads_them(
     )
     pre.open(StageContext("pre"))
     source = VideoSource("cam", SourceConfig(uri=str(asset("media", "people.mp4"))))
-    source.open(StageContext("cam", downstream=[pre]))
+    source.open(StageContext("cam"))
     try:
         frame = next(item for item in source.frames() if isinstance(item, Frame))
         assert frame.yuv is not None and frame.yuv.shape == (675, 800)

@@ -23,10 +23,6 @@ class Tap:
         self.got.append(packet)
 
 
-class NotTap:
-    takes_packets = False
-
-
 class Packet:
     """What the feed reads of a PyAV packet."""
 
@@ -59,7 +55,7 @@ def test_sessions_count_from_one_and_empty_packets_are_skipped() -> None:
 
 
 def test_without_taps_nothing_is_kept() -> None:
-    feed = PacketFeed("cam", [NotTap()])  # type: ignore[list-item] - a stage that takes none
+    feed = PacketFeed("cam", [])  # no stage after the source takes packets
     assert feed.taps == []
     container, video = video_stream()
     with container:

@@ -14,7 +14,7 @@ from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.stage import AnalyticsStage
 from vapipe.stages.detections import Detections
-from vapipe.stages.track.backtrace import CHAIN_GAP_S, CHAIN_IOU, ORIGINS_KEY, Backtrace
+from vapipe.stages.track.backtrace import CHAIN_GAP_S, CHAIN_IOU, Backtrace
 from vapipe.stages.track.boxes import iou_matrix
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
@@ -173,8 +173,8 @@ def counted(
         frame = Frame("cam", seq, seq / FPS, 0.0, np.zeros((360, 640, 3), np.uint8), info)
         frame.detections = found
         (frame,) = tracker.process(frame)
-        if ORIGINS_KEY in frame.meta and origins is not None:
-            origins.append((seq, sorted(frame.meta[ORIGINS_KEY])))
+        if frame.track_origins is not None and origins is not None:
+            origins.append((seq, sorted(frame.track_origins)))
         (frame,) = counter.process(frame)
         out += [(seq, e["direction"]) for e in frame.events if e["event"] == "line_cross"]
     return out
