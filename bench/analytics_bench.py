@@ -28,11 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from vapipe.pipeline import config, graph  # noqa: E402
+from vapipe.pipeline.detections import Detections  # noqa: E402
 from vapipe.pipeline.frame import Frame, StreamInfo  # noqa: E402
 from vapipe.pipeline.runner import Runner  # noqa: E402
 from vapipe.stages.analytics.config import AnalyticsConfig  # noqa: E402
 from vapipe.stages.analytics.stage import AnalyticsStage  # noqa: E402
-from vapipe.stages.detections import Detections  # noqa: E402
 from vapipe.stages.track.config import TrackConfig  # noqa: E402
 from vapipe.stages.track.stage import TrackStage  # noqa: E402
 

@@ -60,11 +60,14 @@ VARYING = ("time",)
 """Keys of an event that differ between two runs of the same build (wall-clock time)."""
 
 
-def events_of(site: Path, config: Path, python: str) -> dict[str, list[dict[str, object]]]:
+def events_of(
+    site: Path, config: Path, python: str, max_frames: int | None = None
+) -> dict[str, list[dict[str, object]]]:
     """Every JSON-lines file ``config`` wrote with build ``site`` (path -> its events, less
     their wall-clock keys)."""
     with tempfile.TemporaryDirectory() as tmp:
         args = [python, "-m", "vapipe", str(config), "--log-level", "warning", "--no-progress"]
+        args += ["--max-frames", str(max_frames)] if max_frames else []
         env = {**os.environ, "PYTHONPATH": str(site)}
         done = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True)
         if done.returncode != 0:
@@ -96,11 +99,12 @@ def first_difference(
     return None
 
 
-def compare_events(a: Path, b: Path, python: str) -> dict[str, object]:
+def compare_events(a: Path, b: Path, python: str, max_frames: int | None) -> dict[str, object]:
     results: dict[str, object] = {}
     for name in EVENT_CONFIGS:
         config = REPO / "configs" / name
-        one, other = events_of(a, config, python), events_of(b, config, python)
+        one = events_of(a, config, python, max_frames)
+        other = events_of(b, config, python, max_frames)
         difference = first_difference(one, other)
         results[name] = {
             "files": len(one),
@@ -129,14 +133,18 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--output", type=Path)
     parser.add_argument("--events", action="store_true", help="compare events, not speed")
+    parser.add_argument("--max-frames", type=int, help="with --events: frames per source")
     args = parser.parse_args()
     for side in (args.a, args.b):
         found = where_vapipe_is(side, args.python)
         if not found.startswith(str(side.resolve())):
             raise SystemExit(f"{side}: vapipe is imported from {found}, not from this folder")
     if args.events:
-        same = {"benchmark": "events of two builds", "configs": compare_events(
-            args.a, args.b, args.python)}  # fmt: skip
+        same = {
+            "benchmark": "events of two builds",
+            "max_frames": args.max_frames,
+            "configs": compare_events(args.a, args.b, args.python, args.max_frames),
+        }
         print(json.dumps(same, indent=1))
         if args.output:
             args.output.write_text(json.dumps(same, indent=1) + "\n")

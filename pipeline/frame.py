@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # the framework never imports stages at run time; these are the contracts
-    from vapipe.stages.analytics.stage import FrameAnalytics
-    from vapipe.stages.detections import Detections
-    from vapipe.stages.preprocess.geometry import Letterbox
+from vapipe.pipeline.detections import Detections
+from vapipe.pipeline.geometry import Letterbox
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,18 @@ def copy_picture(picture: Picture, out: np.ndarray) -> None:
         out[...] = picture.ravel()
     else:
         picture.copy_into(out)
+
+
+@dataclass(frozen=True)
+class FrameAnalytics:
+    """What an analytics node knew at one frame: counts and occupancy (a snapshot, for the
+    frame event), and the source's lines and zones in pixels (for drawing)."""
+
+    summary: dict[str, Any]
+    lines: tuple[Any, ...]
+    """The analytics' line objects (``stages.analytics.geometry.Line``)."""
+    zones: tuple[Any, ...]
+    """Its zone objects (``stages.analytics.geometry.Zone``)."""
 
 
 @dataclass(frozen=True)

@@ -189,19 +189,14 @@ class Runner:
             self._nodes[edge.src].outputs.append(link)
 
     def _open_all(self) -> int | None:
-        """Open downstream stages first: a source starts demuxing only once the stages it hands
-        packets to are open."""
+        """Open downstream stages first: a source demuxes once its packets' takers are open."""
         opened: list[Node] = []
         source_ids = self.graph.source_ids
         stages = {name: node.stage for name, node in self._nodes.items()}
         for name in reversed(self.graph.order):
             node = self._nodes[name]
             context = context_for(
-                self.graph,
-                stages,
-                name,
-                sources_in_run=self.sources_in_run,
-                source_ids=source_ids,
+                self.graph, stages, name, sources_in_run=self.sources_in_run, source_ids=source_ids
             )
             try:
                 opening = time.monotonic()

@@ -77,6 +77,34 @@ class PacketConsumer(Protocol):
         ...
 
 
+@runtime_checkable
+class SourceStatus(Protocol):
+    """A source that tells the service how its stream is doing."""
+
+    source_id: str
+    """The source_id its frames carry."""
+    display_uri: str
+    """Where its frames come from, credentials masked."""
+    reconnects: int
+    """Times its stream was opened again after it was lost."""
+    last_error: str | None
+    """Why it is not open now (reconnecting), one line; None while it runs."""
+
+
+@runtime_checkable
+class LiveGeometry(Protocol):
+    """A stage whose lines and zones the service reads and replaces while it runs."""
+
+    def geometry(self, source_id: str) -> dict[str, Any]:
+        """The lines and zones it applies to ``source_id``'s frames now."""
+        ...
+
+    def replace_geometry(self, source_id: str, lines: Any, zones: Any, where: str) -> None:
+        """Applies these to ``source_id``'s frames from the next one on; raises ConfigError
+        naming ``where`` for what is wrong."""
+        ...
+
+
 class Stage:
     """A node of the graph. Subclasses set ``Config`` and implement ``process``."""
 

@@ -12,12 +12,12 @@ import cv2
 import numpy as np
 from pydantic import Field
 
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.geometry import Letterbox
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import ParallelConfig, Stage, StageConfig
-from vapipe.stages.detections import Detections
-from vapipe.stages.preprocess.geometry import Letterbox
 
 log = logging.getLogger(__name__)
 

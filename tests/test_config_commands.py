@@ -48,7 +48,7 @@ def commented_commands(config: Path) -> list[str]:
     return commands
 
 
-README_RUNS = {"run-pipeline doctor"}  # tests/test_readme.py runs it already
+README_RUNS = {"run-pipeline doctor"}  # tests/test_docs.py runs it already
 COMMANDS = [
     pytest.param(config.name, command, id=f"{config.stem}-{index}")
     for config in sorted((REPO / "configs").glob("*.toml"))

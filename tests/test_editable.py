@@ -24,7 +24,7 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 
 def readme_install_options() -> list[list[str]]:
     """The options of each `pip install ... -e` in the README's two set-up commands."""
-    blocks = re.findall(r"```sh\n(.*?)```", README.split("## Running", 1)[0], re.DOTALL)
+    blocks = re.findall(r"```sh\n(.*?)```", README.split("## Two commands", 1)[1], re.DOTALL)
     found = []
     for block in blocks:
         for command in block.split("&&"):

@@ -1,7 +1,11 @@
-"""Imports point one way: the commands (``pipeline/cli/``) -> the service (``pipeline/serve/``)
--> the shards (``pipeline/shards/``) -> the runtime (``pipeline/``'s own modules); the stages
-and the models import only the runtime (and each other). A back-arrow is found wherever it is
-written: at the top of a module, inside a function, as ``from vapipe.pipeline import serve``.
+"""Imports read top-down, one way: the commands (``pipeline/cli/``, ``python -m vapipe``) ->
+the Python API (``vapipe/``) and the service (``pipeline/serve/``) -> the shards
+(``pipeline/shards/``) -> the model tools (``models/``: quantisation, calibration) -> the
+stages (``stages/``) -> the runtime core (``pipeline/``'s own modules, with the catalogue of
+models and clips it reads: ``vapipe.models`` and its converter). Type-only imports count, and
+no module imports itself back through others (no loops). A back-arrow or a loop is found
+wherever it is written: at the top of a module, inside a function, under ``TYPE_CHECKING``,
+as ``from vapipe.pipeline import serve``.
 """
 
 from __future__ import annotations
@@ -13,18 +17,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = {"pipeline": "vapipe.pipeline", "stages": "vapipe.stages", "models": "vapipe.models"}
-ROOMS = ("serve", "shards", "cli")
-
-ALLOWED = {
-    "runtime": {"runtime", "models"},
-    "shards": {"runtime", "shards", "stages", "models"},
-    "serve": {"runtime", "shards", "serve", "stages", "models"},
-    "cli": {"runtime", "shards", "serve", "cli", "stages", "models"},
-    "stages": {"runtime", "stages", "models"},
-    "models": {"runtime", "stages", "models"},
+FOLDERS = {
+    "pipeline": "vapipe.pipeline",
+    "stages": "vapipe.stages",
+    "models": "vapipe.models",
+    "vapipe": "vapipe",
 }
-"""What each part may import. The runtime names stages' classes for type checking only."""
+ROOMS = ("serve", "shards", "cli")
+CATALOGUE = ("vapipe.models", "vapipe.models.convert")
+"""The manifest of models and clips and their download-time conversion: data the runtime's
+asset resolver reads, so they sit with the runtime."""
+
+RANK = {"runtime": 0, "stages": 1, "models": 2, "shards": 3, "serve": 4, "api": 4, "cli": 5}
+"""Each part may import its own modules and those of parts ranked lower, never higher nor
+beside it (the Python API and the service know nothing of each other)."""
 
 
 def part_of(module: str) -> str | None:
@@ -32,59 +38,116 @@ def part_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[:2] == ["vapipe", "pipeline"]:
         return parts[2] if len(parts) > 2 and parts[2] in ROOMS else "runtime"
-    if parts[:2] in (["vapipe", "stages"], ["vapipe", "models"]):
-        return parts[1]
+    if parts[:2] == ["vapipe", "stages"]:
+        return "stages"
+    if parts[:2] == ["vapipe", "models"]:
+        return "runtime" if module in CATALOGUE else "models"
+    if parts[0] == "vapipe":
+        return "cli" if module == "vapipe.__main__" else "api"
     return None
 
 
-def _type_checking_lines(tree: ast.Module) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for inner in node.body:
-                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
-    return lines
+def may_import(here: str, there: str) -> bool:
+    return here == there or RANK[there] < RANK[here]
 
 
-def imported(tree: ast.Module) -> list[tuple[int, str]]:
-    """(line, module) for every import of a vapipe module; ``from vapipe.pipeline import
-    serve`` imports the room ``vapipe.pipeline.serve``."""
+def modules(root: Path) -> dict[str, Path]:
+    """Every module of the packages under ``root``, by its dotted name."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root / folder).with_suffix("").parts
+            found[".".join((package, *rel)).removesuffix(".__init__")] = path
+    return found
+
+
+def imported(tree: ast.Module, known: set[str] | dict[str, Path] = frozenset()) -> list[tuple[int, str]]:  # noqa: E501
+    """(line, module) for every import of a vapipe module: ``from vapipe.pipeline import
+    serve`` imports the room ``vapipe.pipeline.serve``, and ``from a.b import c`` imports the
+    module ``a.b.c`` where ``known`` has one by that name."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
+                whole = f"{node.module}.{alias.name}"
                 room = node.module == "vapipe.pipeline" and alias.name in ROOMS
-                found.append((node.lineno, f"{node.module}.{alias.name}" if room else node.module))
+                found.append((node.lineno, whole if room or whole in known else node.module))
     unique = dict.fromkeys(found)
-    return [(line, name) for line, name in unique if name.startswith("vapipe.")]
+    return [(line, name) for line, name in unique if name.split(".")[0] == "vapipe"]
 
 
 def back_imports(root: Path) -> list[str]:
     """Every import under ``root``'s packages that points the wrong way, one line each."""
     wrong = []
-    for folder, package in FOLDERS.items():
-        for path in sorted((root / folder).rglob("*.py")):
-            rel = path.relative_to(root / folder).with_suffix("").parts
-            module = ".".join((package, *rel)).removesuffix(".__init__")
-            here = part_of(module)
-            assert here is not None
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            typing_only = _type_checking_lines(tree)
-            for line, name in imported(tree):
-                there = part_of(name)
-                if there is None or there in ALLOWED[here]:
-                    continue
-                if here == "runtime" and there == "stages" and line in typing_only:
-                    continue
-                where = path.relative_to(root)
-                wrong.append(f"{where}:{line} imports {name} ({here} may not import {there})")
+    known = modules(root)
+    for module, path in known.items():
+        here = part_of(module)
+        assert here is not None
+        for line, name in imported(ast.parse(path.read_text(encoding="utf-8")), known):
+            there = part_of(name)
+            if there is None or may_import(here, there):
+                continue
+            where = path.relative_to(root)
+            wrong.append(f"{where}:{line} imports {name} ({here} may not import {there})")
     return wrong
+
+
+def _resolved(name: str, known: dict[str, Path]) -> str | None:
+    """The known module an imported name lands in (a package for a name defined in it)."""
+    parts = name.split(".")
+    while parts and ".".join(parts) not in known:
+        parts.pop()
+    return ".".join(parts) or None
+
+
+def import_loops(root: Path) -> list[list[str]]:
+    """Each group of modules that import one another round in a loop (type-only imports
+    and imports inside functions too), sorted; none when the modules read one way."""
+    known = modules(root)
+    edges: dict[str, set[str]] = {}
+    for module, path in known.items():
+        targets = {
+            _resolved(name, known) for _, name in imported(ast.parse(path.read_text()), known)
+        }
+        edges[module] = {t for t in targets if t is not None and t != module}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(edges[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == module:
+                    break
+            if len(group) > 1:
+                loops.append(sorted(group))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return sorted(loops)
 
 
 def test_imports_point_one_way() -> None:
     assert back_imports(REPO) == []
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert import_loops(REPO) == []
 
 
 def test_the_rooms_and_the_runtime_are_where_the_rules_say() -> None:
@@ -96,7 +159,16 @@ def test_the_rooms_and_the_runtime_are_where_the_rules_say() -> None:
     assert part_of("vapipe.pipeline.serve.http_api") == "serve"
     assert part_of("vapipe.pipeline.shards") == "shards"
     assert part_of("vapipe.stages.nms") == "stages"
-    assert part_of("vapipe") is None
+    assert part_of("vapipe.models") == "runtime" and part_of("vapipe.models.quantize") == "models"
+    assert part_of("vapipe.api") == "api" and part_of("vapipe.__main__") == "cli"
+    assert part_of("numpy") is None
+    assert not may_import("api", "serve") and not may_import("serve", "api")
+    assert may_import("cli", "api") and not may_import("api", "cli")
+
+
+def _copy(tmp_path: Path) -> None:
+    for folder in FOLDERS:
+        shutil.copytree(REPO / folder, tmp_path / folder)
 
 
 PLANTED = [
@@ -111,8 +183,12 @@ PLANTED = [
      "pipeline/serve/streams.py:{line} imports vapipe.pipeline.cli.main (serve may not import cli)"),  # noqa: E501
     ("stages/nms.py", "from vapipe.pipeline.shards.plan import partition",
      "stages/nms.py:{line} imports vapipe.pipeline.shards.plan (stages may not import shards)"),
-    ("pipeline/graph.py", "from vapipe.stages.nms import NmsStage",
+    ("pipeline/graph.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vapipe.stages.nms import NmsStage",  # noqa: E501
      "pipeline/graph.py:{line} imports vapipe.stages.nms (runtime may not import stages)"),
+    ("vapipe/api.py", "from vapipe.pipeline.cli.common import fail",
+     "vapipe/api.py:{line} imports vapipe.pipeline.cli.common (api may not import cli)"),
+    ("stages/track/stage.py", "from vapipe.models.quantize import quantize",
+     "stages/track/stage.py:{line} imports vapipe.models.quantize (stages may not import models)"),
 ]  # fmt: skip
 
 
@@ -120,8 +196,7 @@ PLANTED = [
 def test_a_planted_back_import_is_reported(
     tmp_path: Path, target: str, planted: str, report: str
 ) -> None:
-    for folder in FOLDERS:
-        shutil.copytree(REPO / folder, tmp_path / folder)
+    _copy(tmp_path)
     path = tmp_path / target
     text = path.read_text(encoding="utf-8")
     line = len(text.splitlines()) + 1 + planted.count("\n")
@@ -129,10 +204,31 @@ def test_a_planted_back_import_is_reported(
     assert back_imports(tmp_path) == [report.format(line=line)]
 
 
-def test_a_stage_type_named_for_type_checking_only_is_allowed(tmp_path: Path) -> None:
-    for folder in FOLDERS:
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    path = tmp_path / "pipeline" / "graph.py"
-    planted = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vapipe.stages.nms import NmsStage\n"  # noqa: E501
-    path.write_text(path.read_text(encoding="utf-8") + planted, encoding="utf-8")
-    assert back_imports(tmp_path) == []
+LOOPS = [
+    # (file, import planted in it, the modules of the loop it closes)
+    ("pipeline/stage.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vapipe.pipeline.runner import Runner",  # noqa: E501
+     ["vapipe.pipeline.node", "vapipe.pipeline.runner", "vapipe.pipeline.stage"]),
+    ("stages/nms.py", "def later():\n    from vapipe.stages.infer import model",
+     ["vapipe.stages.infer.model", "vapipe.stages.nms"]),
+    ("stages/infer/backends/base.py", "from vapipe.stages.infer.backends import load_backend",
+     ["vapipe.stages.infer.backends", "vapipe.stages.infer.backends.base"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("target", "planted", "loop"), LOOPS)
+def test_a_planted_loop_is_found(
+    tmp_path: Path, target: str, planted: str, loop: list[str]
+) -> None:
+    _copy(tmp_path)
+    path = tmp_path / target
+    path.write_text(path.read_text(encoding="utf-8") + planted + "\n", encoding="utf-8")
+    found = import_loops(tmp_path)
+    assert len(found) == 1 and set(loop) <= set(found[0]), found
+
+
+def test_a_submodule_named_in_a_from_import_is_that_module() -> None:
+    tree = ast.parse("from vapipe.stages.infer.backends import openvino, load_backend\n")
+    known = {"vapipe.stages.infer.backends": Path(), "vapipe.stages.infer.backends.openvino": Path()}  # noqa: E501
+    assert imported(tree, known) == [
+        (1, "vapipe.stages.infer.backends.openvino"), (1, "vapipe.stages.infer.backends")
+    ]  # fmt: skip

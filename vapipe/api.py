@@ -312,7 +312,7 @@ class Pipeline:
 
     def _start(self, spec: ConfigSpec) -> Runner | ShardRunner | None:
         """The run's runner, or None (and :attr:`outcome` set) when it cannot start."""
-        from vapipe.pipeline.cli.main import prepare_assets
+        from vapipe.pipeline.prepare import prepare_assets
         from vapipe.pipeline.shards.choice import runner_for
 
         with self._lock:

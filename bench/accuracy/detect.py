@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.infer.names import COCO_NAMES
 
 MIN_SCORE = 0.05

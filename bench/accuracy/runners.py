@@ -15,11 +15,11 @@ import shapely
 
 from bench.accuracy.clips import Clip
 from bench.accuracy.score import Box
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import compile_geometry
 from vapipe.stages.analytics.stage import AnalyticsStage
-from vapipe.stages.detections import Detections
 from vapipe.stages.infer.interval import DetectionSchedule
 from vapipe.stages.infer.names import COCO_NAMES
 from vapipe.stages.motion.stage import MotionConfig, MotionStage

@@ -20,9 +20,9 @@ import cv2
 import numpy as np
 import shapely
 
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import compile_geometry
-from vapipe.stages.detections import Detections
 from vapipe.stages.nms import NmsConfig, nms
 
 WIDTH, HEIGHT, FPS = 640, 360, 24

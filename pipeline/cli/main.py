@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import os
 import signal
@@ -19,17 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vapipe import __version__
-from vapipe.pipeline import assets
+from vapipe.pipeline.cli.common import add_graph_options, check_writable, fail, report
 from vapipe.pipeline.errors import ConfigError
-from vapipe.pipeline.logs import LOG_LEVELS, json_line, setup_logging
+from vapipe.pipeline.logs import json_line, setup_logging
 from vapipe.pipeline.outcome import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from vapipe.pipeline.prepare import prepare_assets
 from vapipe.pipeline.runner import Runner
 from vapipe.pipeline.signals import install_stop_signals
-from vapipe.pipeline.urls import mask_credentials
 
 if TYPE_CHECKING:
-    from vapipe.pipeline.graph import Graph
-    from vapipe.pipeline.outcome import RunResult
     from vapipe.pipeline.shards.supervisor import ShardRunner
 
 log = logging.getLogger("pipeline")
@@ -71,39 +68,6 @@ def run_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_graph_options(parser: argparse.ArgumentParser) -> None:
-    """The options ``run-pipeline CONFIG`` and ``run-pipeline serve CONFIG`` share."""
-    parser.add_argument("config", help="pipeline file, e.g. configs/file.toml")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NODE.KEY=VALUE",
-        help="override a node key with a TOML value (det.max_batch=8, "
-        "cam.uri=video.mp4; pipeline.shards=2 and serve.template=cam for those tables); "
-        "repeatable",
-    )
-    parser.add_argument(
-        "--stats",
-        metavar="FILE",
-        help="write per-stage frames, fps, timings, queue high-water marks and "
-        "the execution provider as JSON",
-    )
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=LOG_LEVELS,
-        help="debug also shows tracebacks (default: info)",
-    )
-    parser.add_argument(
-        "--log-format",
-        default="text",
-        choices=("text", "json"),
-        help="json: one object per log line (time, level, logger, message) for log shippers",
-    )
-
-
 def dispatched(tool_cmds: Any) -> dict[str, Callable[[list[str]], int]]:
     """Subcommand -> its main."""
     return {
@@ -135,13 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except MemoryError:
-        return _fail(OUT_OF_MEMORY, EXIT_FAILURE, style)
+        return fail(OUT_OF_MEMORY, EXIT_FAILURE, style)
     except Exception as exc:  # never a traceback wall: one line, the traceback with debug
         if isinstance(exc, ImportError | OSError) and "map segment" in str(exc):
             # A library that cannot be mapped under an address-space limit.
-            return _fail(f"{OUT_OF_MEMORY}: {exc}", EXIT_FAILURE, style)
+            return fail(f"{OUT_OF_MEMORY}: {exc}", EXIT_FAILURE, style)
         log.debug("unexpected error", exc_info=True)
-        return _fail(
+        return fail(
             f"{type(exc).__name__}: {exc} (an internal error; --log-level debug shows where)",
             EXIT_FAILURE,
             style,
@@ -174,10 +138,10 @@ def run_main(argv: list[str]) -> int:
         spec = config_module.load(args.config, args.overrides)
         graph = graph_module.build(spec, {args.stats: "--stats"} if args.stats else None)
         if args.stats:
-            _check_writable(Path(args.stats))
+            check_writable(Path(args.stats))
         prepare_assets(graph)
     except ConfigError as exc:
-        return _fail(exc, EXIT_USAGE, args.log_format)
+        return fail(exc, EXIT_USAGE, args.log_format)
 
     from vapipe.pipeline.shards.choice import runner_for
 
@@ -191,7 +155,7 @@ def run_main(argv: list[str]) -> int:
             log_format=args.log_format,
         )
     except ConfigError as exc:
-        return _fail(exc, EXIT_USAGE, args.log_format)
+        return fail(exc, EXIT_USAGE, args.log_format)
     # From here to the process's end, SIGINT/SIGTERM stop the run (also while the stages
     # open) and a second one exits at once; never Python's KeyboardInterrupt.
     install_stop_signals(runner.on_signal)
@@ -207,72 +171,6 @@ def run_main(argv: list[str]) -> int:
         else:
             print("interrupted: outputs were flushed and closed", file=sys.stderr)
     return result.exit_code
-
-
-def report(result: RunResult, stats_path: str | None, log_format: str) -> bool:
-    """The end of a run as the user sees it: the --stats file, the summary table (or its
-    JSON line), and the error in one line. True when there was an error."""
-    stats = result.stats
-    if stats_path:
-        _write_stats(Path(stats_path), stats)
-    if stats["started"]:  # a stage that failed to open leaves nothing worth a table
-        if log_format == "json":
-            json_line("info", "summary", summary=json.loads(_masked_json(stats)))
-        else:
-            print(_summary(stats), file=sys.stderr)
-    if result.error is None:
-        return False
-    log.debug("run failed", exc_info=result.error)
-    _fail(result.error, result.exit_code, log_format)
-    return True
-
-
-def prepare_assets(graph: Graph) -> None:
-    """Every model and sample clip the nodes need, found or fetched before any node opens."""
-    assets.prepare(
-        [
-            assets.Needed(kind, name, node)
-            for node, spec_node in graph.nodes.items()
-            for kind, name in spec_node.stage_cls.assets_needed(spec_node.config)
-        ]
-    )
-
-
-def _summary(stats: dict[str, Any]) -> str:
-    from vapipe.pipeline.metrics import format_table
-
-    return format_table(stats)
-
-
-def _check_writable(path: Path) -> None:
-    """The --stats file can be written: found out now, not after the run."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"cannot write --stats {path}: {exc.strerror or exc}") from None
-
-
-def _masked_json(stats: dict[str, Any], indent: int | None = None) -> str:
-    return mask_credentials(json.dumps(stats, indent=indent, default=str))
-
-
-def _write_stats(path: Path, stats: dict[str, Any]) -> None:
-    text = _masked_json(stats, indent=2)
-    try:
-        path.write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        log.error("cannot write stats to %s: %s", path, exc)
-
-
-def _fail(error: BaseException | str, code: int, style: str = "text") -> int:
-    message = mask_credentials(str(error))
-    if style == "json":
-        json_line("error", message, exit_code=code)
-    else:
-        print(f"error: {message}", file=sys.stderr)
-    return code
 
 
 class _Progress:

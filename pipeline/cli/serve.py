@@ -21,7 +21,7 @@ log = logging.getLogger("pipeline")
 
 
 def serve_parser() -> argparse.ArgumentParser:
-    from vapipe.pipeline.cli.main import add_graph_options
+    from vapipe.pipeline.cli.common import add_graph_options
 
     parser = argparse.ArgumentParser(
         prog="run-pipeline serve",
@@ -70,7 +70,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve_main(argv: list[str]) -> int:
-    from vapipe.pipeline.cli.main import _check_writable, _fail, prepare_assets, report
+    from vapipe.pipeline.cli.common import check_writable, fail, report
+    from vapipe.pipeline.prepare import prepare_assets
 
     parser = serve_parser()
     args = parser.parse_args(argv)
@@ -94,7 +95,7 @@ def serve_main(argv: list[str]) -> int:
         spec = config_module.load(args.config, args.overrides)
         graph = graph_module.build(with_tap(spec), {args.stats: "--stats"} if args.stats else None)
         if args.stats:
-            _check_writable(Path(args.stats))
+            check_writable(Path(args.stats))
         prepare_assets(graph)
         shards = shard_count(spec.settings.shards)
         service: Streams
@@ -116,7 +117,7 @@ def serve_main(argv: list[str]) -> int:
             service, runner = local, local.runner
         sock = listen(args.host, args.port)
     except ConfigError as exc:
-        return _fail(exc, EXIT_USAGE, args.log_format)
+        return fail(exc, EXIT_USAGE, args.log_format)
 
     import uvicorn
 

@@ -23,7 +23,7 @@ from vapipe.pipeline.metrics import StageMetrics
 from vapipe.pipeline.node import Node
 from vapipe.pipeline.queues import Aborted, Inbox
 from vapipe.pipeline.runner import Runner
-from vapipe.pipeline.stage import SourceStage, StageContext
+from vapipe.pipeline.stage import SourceStage, SourceStatus, StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.pipeline.wiring import context_for
 
@@ -106,8 +106,9 @@ class ServiceRunner(Runner):
 
     def _push_removed(self, node: Node) -> None:
         source_id = source_id_of_node(node)
-        uri = getattr(node.stage, "display_uri", None) or getattr(node.stage.config, "uri", "")
-        where = {"uri": mask_credentials(str(uri))}
+        stage = node.stage
+        uri = stage.display_uri if isinstance(stage, SourceStatus) else ""
+        where = {"uri": mask_credentials(uri)}
         removed = Message(
             source_id, "source_removed", time.time(), node.last_seq, node.last_pts, where
         )
@@ -218,7 +219,8 @@ def open_within(stage: Any, context: StageContext, timeout_s: float) -> None:
     if not done.wait(timeout_s):
         abandoned.set()
         if not done.is_set():
-            uri = mask_credentials(str(getattr(stage.config, "uri", stage.name)))
+            shown = stage.display_uri if isinstance(stage, SourceStatus) else stage.name
+            uri = mask_credentials(shown)
             raise PipelineError(
                 f"cannot open {uri}: no answer within {timeout_s:g} s (open_timeout_s)"
             )
@@ -229,4 +231,5 @@ def open_within(stage: Any, context: StageContext, timeout_s: float) -> None:
 def source_id_of_node(node: Node) -> str:
     """The source_id a running source node's frames carry (its name, for a plug-in source
     that keeps none)."""
-    return str(getattr(node.stage, "source_id", node.stage.name))
+    stage = node.stage
+    return stage.source_id if isinstance(stage, SourceStatus) else stage.name

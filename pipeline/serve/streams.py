@@ -17,7 +17,7 @@ from vapipe.pipeline.serve.event_hub import EventHub
 from vapipe.pipeline.serve.prometheus import snapshot
 from vapipe.pipeline.serve.runner import ServiceRunner
 from vapipe.pipeline.serve.tap import ServiceTap, render
-from vapipe.pipeline.stage import Stage
+from vapipe.pipeline.stage import LiveGeometry, SourceStatus, Stage
 from vapipe.pipeline.urls import mask_also, mask_credentials, register_secrets_in, secrets_in
 from vapipe.pipeline.validation import validate
 
@@ -241,6 +241,7 @@ class Service(Streams):
         node = self.runner.nodes().get(node_name)
         view = self.tap.view(stream_id)
         stage = node.stage if node is not None else None
+        status = stage if isinstance(stage, SourceStatus) else None
         if node is None or node.removing:
             state = "stopping"
         elif node.finished.is_set():
@@ -249,15 +250,15 @@ class Service(Streams):
             state = view.state
         return {
             "id": stream_id,
-            "uri": mask_credentials(str(getattr(stage.config if stage else None, "uri", ""))),
+            "uri": status.display_uri if status else "",
             "state": state,
             "fps": view.fps(),
             "frames": view.frames,
             "dropped": self._dropped(stream_id),
-            "reconnects": getattr(stage, "reconnects", 0),
+            "reconnects": status.reconnects if status else 0,
             "last_event_time": view.last_event_time,
             # Why it is down, else why a camera is not open now (reconnecting): one line.
-            "error": (node.error or getattr(stage, "last_error", None)) if node else None,
+            "error": (node.error or (status.last_error if status else None)) if node else None,
             "counts": view.counts,
         }
 
@@ -315,13 +316,14 @@ class Service(Streams):
             self.specs.pop(stream_id, None)
         return {"id": stream_id, "state": "removed"}
 
-    def _analytics(self, stream_id: str) -> Any:
+    def _analytics(self, stream_id: str) -> LiveGeometry:
         """The analytics stage this stream's frames reach (409 if the graph has none)."""
         self.describe(stream_id)  # 404 for an unknown stream
         stages = self.runner.stages
         for name in self.graph.downstream_of(self._like(self.nodes[stream_id])):
-            if hasattr(stages.get(name), "replace_geometry"):
-                return stages[name]
+            stage = stages.get(name)
+            if isinstance(stage, LiveGeometry):
+                return stage
         raise StreamError(409, "the graph has no analytics node for this stream's frames")
 
     def geometry(self, stream_id: str) -> dict[str, Any]:

@@ -78,8 +78,7 @@ class ShardRunner:
     ) -> None:
         self.graph = graph
         self.settings = graph.spec.settings
-        self.overrides = overrides
-        self.max_frames = max_frames
+        self.overrides, self.max_frames = overrides, max_frames
         self.log_level, self.log_format = log_level, log_format
         self.record_taps = record_taps_of(graph)
         self.stop_requested = threading.Event()
@@ -155,9 +154,9 @@ class ShardRunner:
             if not node.stage_cls.writes_records:
                 continue
             sink = node.stage_cls(name, node.config)
-            if not isinstance(sink, RecordSink):
-                raise TypeError(f"{node.stage_cls.__name__} writes records but has no accept()")
             try:
+                if not isinstance(sink, RecordSink):
+                    raise TypeError(f"{node.stage_cls.__name__} writes records, has no accept()")
                 sink.open(StageContext(name=name))
             except Exception as exc:
                 for opened in self._sinks.values():

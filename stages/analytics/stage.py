@@ -6,29 +6,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError, PipelineError
-from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.frame import Frame, FrameAnalytics, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.pipeline.validation import suggest, validate
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.counting import SourceAnalytics
-from vapipe.stages.analytics.geometry import Line, Zone, compile_geometry, geometry_problems
+from vapipe.stages.analytics.geometry import compile_geometry, geometry_problems
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FrameAnalytics:
-    """What the analytics knew at one frame: counts and occupancy (a snapshot, for the frame
-    event), and the source's lines and zones in pixels (for drawing)."""
-
-    summary: dict[str, Any]
-    lines: tuple[Line, ...]
-    zones: tuple[Zone, ...]
 
 
 @register("analytics")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.infer.heads import Family, yolox_grid_for
 
 log = logging.getLogger(__name__)

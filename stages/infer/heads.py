@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.preprocess.geometry import Color, Placement
 
 

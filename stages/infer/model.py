@@ -19,7 +19,8 @@ import numpy as np
 
 from vapipe.pipeline.assets import model_entry, resolve_model
 from vapipe.pipeline.errors import ConfigError
-from vapipe.stages.infer.backends import Backend, ModelInfo, load_backend
+from vapipe.stages.infer.backends import load_backend
+from vapipe.stages.infer.backends.base import Backend, ModelInfo
 from vapipe.stages.infer.config import InferConfig
 from vapipe.stages.infer.device_decode import DeviceDecoder
 from vapipe.stages.infer.graph_decode import FAMILIES as GRAPH_FAMILIES

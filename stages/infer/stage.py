@@ -12,7 +12,7 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
-from vapipe.stages.infer.backends import Backend
+from vapipe.stages.infer.backends.base import Backend
 from vapipe.stages.infer.config import InferConfig
 from vapipe.stages.infer.graph_decode import candidates_from_rows
 from vapipe.stages.infer.heads import decode

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from vapipe.stages.preprocess.geometry import Letterbox, Placement, letterbox_for
+from vapipe.pipeline.geometry import Letterbox
+from vapipe.stages.preprocess.geometry import Placement, letterbox_for
 from vapipe.stages.preprocess.resize_tables import tables
 
 log = logging.getLogger(__name__)

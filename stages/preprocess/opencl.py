@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
+from vapipe.pipeline.geometry import Letterbox
 from vapipe.stages.preprocess.cl_kernel import (
     LetterboxProgram,
     OpenCLUnavailable,
@@ -23,7 +24,6 @@ from vapipe.stages.preprocess.cl_kernel import (
     open_program,
     pyopencl_module,
 )
-from vapipe.stages.preprocess.geometry import Letterbox
 
 _UNMAPPED = np.empty(0, np.uint8)
 

@@ -20,11 +20,12 @@ from pydantic import Field
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.geometry import Letterbox
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
 from vapipe.stages.infer.model import RECT_STRIDE, Model, ModelInput
 from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec
-from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for, rect_size
+from vapipe.stages.preprocess.geometry import letterbox_for, rect_size
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
+from vapipe.pipeline.geometry import Letterbox
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
-from vapipe.stages.preprocess.geometry import Letterbox, letterbox_for
+from vapipe.stages.preprocess.geometry import letterbox_for
 from vapipe.stages.preprocess.opencl import same_shape_runs
 from vapipe.stages.preprocess.resize_tables import tables
 

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 
 if TYPE_CHECKING:
-    from vapipe.pipeline.frame import Frame
-    from vapipe.stages.analytics.stage import FrameAnalytics
+    from vapipe.pipeline.frame import Frame, FrameAnalytics
 
 
 def class_color(class_id: int) -> tuple[int, int, int]:

@@ -52,6 +52,8 @@ class VideoSource(SourceStage):
 
     Config = SourceConfig
     config: SourceConfig
+    live: bool | None = None  # known once open
+    _session: Any = None
 
     def __init__(self, name: str, config: SourceConfig) -> None:
         super().__init__(name, config)
@@ -59,6 +61,8 @@ class VideoSource(SourceStage):
         self.last_error: str | None = None
         """Why the live input is not open now (its last open error or loss), one line."""
         self.stream_info: StreamInfo | None = None
+        self.source_id = config.source_id or name
+        self.display_uri = mask_credentials(config.uri)  # the file it resolved to, once open
         self.reconnects = 0
         self.decode_errors = 0
         self.announced = 0
@@ -378,22 +382,18 @@ class VideoSource(SourceStage):
         self._stop.set()
 
     def close(self) -> None:
-        session = getattr(self, "_session", None)
-        if session is not None:
-            session[0].close()
+        if self._session is not None:
+            self._session[0].close()
 
     def stats(self) -> dict[str, Any]:
+        hwaccel = self.config.hwaccel and not self.connector.hwaccel_failed
         return {
-            "uri": getattr(self, "display_uri", None),
-            "live": getattr(self, "live", None),
+            "uri": self.display_uri,
+            "live": self.live,
             "reconnects": self.reconnects,
             "frames_announced": self.announced or None,
             "decode_errors": self.decode_errors,
-            "decoder": (
-                f"hwaccel {self.config.hwaccel}"
-                if self.config.hwaccel and not self.connector.hwaccel_failed
-                else "software"
-            ),
+            "decoder": f"hwaccel {self.config.hwaccel}" if hwaccel else "software",
             "decode_threads": self.decode_threads or "auto",
             "frames_as_yuv420": self.yuv_frames,
             "clock_restarts": self.timeline.discontinuities,

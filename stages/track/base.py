@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 
 
 class Tracker(Protocol):

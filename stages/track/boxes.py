@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 
 
 def _intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.track import kalman
 from vapipe.stages.track.backtrace import Backtrace
 from vapipe.stages.track.boxes import (

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
-from vapipe.stages.detections import Detections
 from vapipe.stages.track.base import Backtracing, Coasting, EdgeAware, Tracker
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig

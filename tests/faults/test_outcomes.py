@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import asset
 from tests.e2e.helpers import FILE_CONFIG, REPO, cli, read_events
 from tests.faults.test_bad_files import remux
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.sinks.records import to_json
 

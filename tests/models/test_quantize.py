@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from tests.e2e.helpers import FILE_CONFIG, cli, read_events
 from vapipe.models.calibration import agreement
 from vapipe.models.quantize import recorded, tail_nodes
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 
 
 def small_graph() -> onnx.GraphProto:

@@ -102,11 +102,11 @@ def test_broken_plugin_is_named_and_builtins_stay(tmp_path: Path) -> None:
     assert "broken (broken_plugin): FAILED: broken_plugin: ModuleNotFoundError" in doctor.stdout
 
 
-def test_readme_shows_the_tested_example() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_guide_shows_the_tested_example() -> None:
+    guide = (REPO / "docs" / "writing-a-stage.md").read_text(encoding="utf-8")
     code = EXAMPLE.read_text(encoding="utf-8")
     body = code.split("\n\n", 1)[1]  # without the module docstring
-    assert body.strip() in readme, "README's 'Writing a stage' differs from tests/plugins"
+    assert body.strip() in guide, "docs/writing-a-stage.md differs from tests/plugins"
 
 
 def test_each_builtin_type_is_registered_by_the_module_the_registry_names() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
-from vapipe.stages.detections import Detections
 from vapipe.stages.nms import NmsConfig, NmsStage, nms, nms_numpy, nms_opencv
 from vapipe.stages.preprocess.geometry import letterbox_for
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vapipe.stages.infer.backends import relative_error
+from vapipe.stages.infer.backends.base import relative_error
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.errors import PipelineError
-from vapipe.stages.infer.backends import (
+from vapipe.stages.infer.backends import openvino
+from vapipe.stages.infer.backends import providers as eps
+from vapipe.stages.infer.backends.base import (
     ModelInfo,
     batch_ladder,
     concrete_shape,
-    openvino,
     padded_size,
     relative_error,
 )
-from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.batch_dynamic import DTYPES, dynamic_model
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.graph_decode import CANDIDATES, HeadLayout, append_decode, unsupported

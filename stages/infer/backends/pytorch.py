@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.errors import MissingDependencyError, PipelineError
-from vapipe.stages.infer.backends import (
+from vapipe.stages.infer.backends.base import (
     ModelInfo,
     batch_ladder,
     concrete_shape,

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.assets import file_sha256
-from vapipe.stages.infer.backends import ModelInfo
+from vapipe.stages.infer.backends.base import ModelInfo
 
 log = logging.getLogger(__name__)
 

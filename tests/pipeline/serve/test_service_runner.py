@@ -191,10 +191,15 @@ def test_a_removal_that_does_not_drain_in_time_says_so() -> None:
 
 
 class Opening:
-    name = "cam"
+    """A source (a SourceStatus) whose open waits until released."""
+
+    name = source_id = "cam"
+    reconnects = 0
+    last_error = None
 
     def __init__(self, uri: str, fail: BaseException | None = None) -> None:
         self.config = SimpleNamespace(uri=uri)
+        self.display_uri = uri  # as given: open_within masks what it shows
         self.release = threading.Event()
         self.closed = threading.Event()
         self.fail = fail

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tests.events_schema import assert_valid_events
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.stage import AnalyticsStage
-from vapipe.stages.detections import Detections
 from vapipe.stages.sinks.records import frame_records
 
 NAMES = ("person", "bicycle", "car")

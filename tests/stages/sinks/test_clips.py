@@ -166,7 +166,7 @@ def test_only_its_event_types_get_clips(tmp_path: Path, packets: list[EncodedPac
 
 def drawn_frame(seq: int, events: list[dict[str, Any]] | None = None) -> Frame:
     """10 fps, a car-sized white block moving right, tracked as #5."""
-    from vapipe.stages.detections import Detections
+    from vapipe.pipeline.detections import Detections
 
     image = np.full((120, 160, 3), 60, np.uint8)
     x = 10 + 4 * seq

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from vapipe.pipeline.detections import Detections
+from vapipe.pipeline.frame import FrameAnalytics
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.counting import SourceAnalytics
 from vapipe.stages.analytics.geometry import compile_geometry
-from vapipe.stages.analytics.stage import FrameAnalytics
-from vapipe.stages.detections import Detections
 from vapipe.stages.sinks.draw import draw_analytics, draw_trails
 from vapipe.stages.sinks.video import Trails
 

@@ -13,8 +13,8 @@ import pydantic
 import pytest
 
 from tests.stages.sinks.config_bounds import assert_bounds
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
-from vapipe.stages.detections import Detections
 from vapipe.stages.sinks.media_files import Writer
 from vapipe.stages.sinks.snapshots import (
     BestBoxes,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.stages.track.test_bytetrack import box_at, dets
-from vapipe.stages.detections import Detections
+from vapipe.pipeline.detections import Detections
 from vapipe.stages.track import bytetrack
 from vapipe.stages.track.boxes import iou_matrix
 from vapipe.stages.track.bytetrack import LOST, TRACKED, ByteTracker

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tests.stages.track.test_bytetrack import box_at, dets
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.stage import AnalyticsStage
-from vapipe.stages.detections import Detections
 from vapipe.stages.track.backtrace import CHAIN_GAP_S, CHAIN_IOU, Backtrace
 from vapipe.stages.track.boxes import iou_matrix
 from vapipe.stages.track.bytetrack import ByteTracker

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
-from vapipe.stages.detections import Detections
 from vapipe.stages.track.boxes import duplicates_of, iou_matrix, widened
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tests.stages.track.test_bytetrack import NAMES, box_at, dets, frame
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.errors import PipelineError
-from vapipe.stages.detections import Detections
 from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.sinks.records import frame_records
 from vapipe.stages.track.bytetrack import ByteTracker

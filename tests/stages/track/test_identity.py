@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tests.stages.track.test_bytetrack import box_at, dets, run, run_classes, square
+from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame
-from vapipe.stages.detections import Detections
 from vapipe.stages.track.boxes import intersection_over_first
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig

@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import asset
 from vapipe.pipeline.errors import PipelineError
-from vapipe.stages.infer.backends import padded_size
 from vapipe.stages.infer.backends import providers as eps
+from vapipe.stages.infer.backends.base import padded_size
 from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 

@@ -1,0 +1,117 @@
+"""The README and the docs site hold true: every shell block marked ``<!-- tested -->`` runs
+line by line against the shared assets and exits 0, every whole config shown parses and
+builds, the command line reference is what the parser prints, the README stays short, and
+the site builds with ``mkdocs build --strict`` (a broken link or a missing page fails it).
+The Python blocks run in tests/test_python_api.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from vapipe.pipeline import config as config_module
+from vapipe.pipeline import graph as graph_module
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+TEXTS = {str(page.relative_to(REPO)): page.read_text(encoding="utf-8") for page in PAGES}
+COMMANDS = [
+    pytest.param(line, id=f"{name}-{index}")
+    for name, text in TEXTS.items()
+    for block in re.findall(r"<!-- tested -->\n```sh\n(.*?)```", text, re.DOTALL)
+    for index, line in enumerate(line for line in block.splitlines() if line.strip())
+]
+TOML = [
+    pytest.param(block, id=f"{name}-{index}")
+    for name, text in TEXTS.items()
+    for index, block in enumerate(re.findall(r"```toml\n(.*?)```", text, re.DOTALL))
+]
+
+
+def whole(text: str) -> bool:
+    """A whole config (every node its links name has a table), not a fragment of one."""
+    links = tomllib.loads(text).get("links")
+    named = {part.strip() for chain in links or () for part in chain.split("!")}
+    return bool(links) and all(f"[nodes.{node}]" in text for node in named)
+
+
+CONFIGS = [param for param in TOML if whole(param.values[0])]
+
+
+def test_there_are_tested_blocks_and_configs() -> None:
+    assert len(COMMANDS) >= 6
+    assert any(p.id.startswith("README.md") for p in COMMANDS)
+    assert len(CONFIGS) >= 1 and any(p.id.startswith("README.md") for p in CONFIGS)
+    assert len(TOML) >= 8
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_tested_command_runs(tmp_path: Path, command: str) -> None:
+    words = shlex.split(command)
+    assert words[0] == "run-pipeline", "tested blocks hold run-pipeline commands"
+    args = [str(REPO / w) if w.startswith("configs/") else w for w in words[1:]]
+    result = subprocess.run(
+        [sys.executable, "-m", "vapipe", *args], cwd=tmp_path, capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{command}: {result.stderr[-1500:]}"
+
+
+@pytest.mark.parametrize("text", TOML)
+def test_a_toml_block_shown_is_toml(text: str) -> None:
+    assert isinstance(tomllib.loads(text), dict)
+
+
+@pytest.mark.parametrize("text", CONFIGS)
+def test_a_config_shown_parses_and_builds(text: str) -> None:
+    spec = config_module.parse(text, file="<docs>")
+    graph = graph_module.build(spec)
+    assert graph.sources and len(graph.order) == len(spec.nodes)
+
+
+def test_a_broken_config_in_the_docs_would_fail() -> None:
+    with pytest.raises(Exception, match="undefined node 'nope'"):
+        graph_module.build(config_module.parse('links = ["cam ! nope"]\n[nodes.cam]\n'
+                                               'type = "source"\nuri = "x.mp4"\n'))  # fmt: skip
+
+
+def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
+    readme = TEXTS["README.md"]
+    assert len(readme.splitlines()) <= 200
+    first_blocks = re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)[:2]
+    assert "run-pipeline configs/file.toml" in first_blocks[0]
+    assert first_blocks[1].strip().endswith(".venv/bin/pytest")
+
+
+def test_every_picture_the_readme_and_docs_show_is_there() -> None:
+    for name, text in TEXTS.items():
+        for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+            assert (REPO / name).parent.joinpath(target).is_file(), f"{name}: {target}"
+
+
+def test_the_command_line_reference_is_what_the_parser_prints() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "cli_reference.py"), "--check"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
+    assert mkdocs is not None, "mkdocs is a dev dependency (pyproject.toml)"
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "site" / "python-api" / "index.html").read_text().count("doc-heading") > 20
