@@ -141,7 +141,7 @@ class VideoSource(SourceStage):
 
     def frames(self) -> Iterator[Frame | Message]:
         self._seq = 0
-        self.timeline = Timeline(live=self.live, interval=self._interval())
+        self.timeline = Timeline(live=bool(self.live), interval=self._interval())
         replayable = (
             self._images is not None
             or self.spec.kind == "file"
