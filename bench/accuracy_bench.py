@@ -26,6 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from bench.accuracy import runners, score  # noqa: E402
 from bench.accuracy.clips import Clip, generated, people, traffic  # noqa: E402
 from bench.accuracy.detect import RECT  # noqa: E402
@@ -323,7 +324,7 @@ def main() -> None:
             report["totals"][f"{name} ({', '.join(RECT_MODELS)})"] = {
                 s: totals(r) for s, r in rows.items()}  # fmt: skip
     report["track_defaults"] = TrackConfig().model_dump()
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
+    harness.record(args.out.with_suffix(".json"), report)
     args.out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
 

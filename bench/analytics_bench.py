@@ -13,10 +13,8 @@ bench/results/analytics.json and prints markdown tables.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from vapipe.pipeline import config, graph  # noqa: E402
 from vapipe.pipeline.detections import Detections  # noqa: E402
 from vapipe.pipeline.frame import Frame, StreamInfo  # noqa: E402
@@ -88,7 +87,7 @@ def time_per_frame(objects: int, seed: int) -> dict[str, float]:
         samples.append(time.perf_counter() - started)
     steady = samples[10:]  # after the first tracks are confirmed
     return {
-        "median_ms": statistics.median(steady) * 1e3,
+        "median_ms": harness.median(steady) * 1e3,
         "p95_ms": float(np.percentile(steady, 95)) * 1e3,
         "tracks": track.trackers["cam"].next_id - 1,
     }
@@ -124,8 +123,8 @@ def main() -> None:
     for objects in (10, 50, 200):
         runs = [time_per_frame(objects, seed) for seed in range(args.runs)]
         report["per_frame"][str(objects)] = {
-            "median_ms": round(statistics.median(r["median_ms"] for r in runs), 3),
-            "p95_ms": round(statistics.median(r["p95_ms"] for r in runs), 3),
+            "median_ms": round(harness.median(r["median_ms"] for r in runs), 3),
+            "p95_ms": round(harness.median(r["p95_ms"] for r in runs), 3),
             "runs_median_ms": [round(r["median_ms"], 3) for r in runs],
         }
         print(f"{objects} objects: {report['per_frame'][str(objects)]}", file=sys.stderr)
@@ -138,7 +137,7 @@ def main() -> None:
                 f"run {run + 1}: {fps['file'][-1]:.1f} vs {fps['analytics'][-1]:.1f}",
                 file=sys.stderr,
             )
-    medians = {name: statistics.median(values) for name, values in fps.items()}
+    medians = {name: harness.median(values) for name, values in fps.items()}
     report["pipelines"] = {
         "clip": "traffic.mp4 (480 frames, 640x360)",
         "file_fps": [round(v, 2) for v in fps["file"]],
@@ -147,7 +146,7 @@ def main() -> None:
         "analytics_median_fps": round(medians["analytics"], 2),
         "ratio": round(medians["analytics"] / medians["file"], 3),
     }
-    Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    harness.record(Path(args.output), report)
     print("| objects | median ms/frame | p95 ms/frame |\n| --- | --- | --- |")
     for objects, row in report["per_frame"].items():
         print(f"| {objects} | {row['median_ms']:.3f} | {row['p95_ms']:.3f} |")

@@ -38,6 +38,7 @@ import av
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from vapipe.pipeline.assets import resolve_media  # noqa: E402
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -188,7 +189,7 @@ def main() -> None:
                 best = count
             report["settings"][name] = {"most_cameras": best, "runs": runs,
                                         "command": report["command"]}  # fmt: skip
-            args.out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+            harness.record(args.out.with_suffix(".json"), report)
     args.out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
 

@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
 
 SOURCES = ["people", "traffic", "horses"] * 2
 NAMES = [f"{clip}{i // 3}" for i, clip in enumerate(SOURCES)]
@@ -168,7 +170,7 @@ def loss_report(records: list[dict], removed_at: float | None, shard: int | None
 
 
 def median(values: list[float]) -> float:
-    return round(statistics.median(values), 3)
+    return round(harness.median(values), 3)
 
 
 def main() -> None:
@@ -231,7 +233,7 @@ def main() -> None:
     report["node_loss"] = losses
     print(json.dumps({"median": report["median"], "ratio": report["ratio_to_local"]}, indent=1))
     if args.out:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        harness.record(args.out, report)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bench import harness  # noqa: E402
 
 LEVERS: list[dict[str, Any]] = [
     {"name": "today: bgr24 via swscale, veryfast", "convert": "swscale", "preset": "veryfast"},
@@ -113,11 +113,11 @@ def main() -> None:
                     for _ in range(args.runs):
                         jobs = [(lever, frames_path, args.frames, i) for i in range(concurrency)]
                         results = pool.map(encode, jobs)
-                        runs.append(statistics.median(r["fps"] for r in results))
+                        runs.append(harness.median(r["fps"] for r in results))
                     row = {
                         "lever": lever["name"], "encoders": concurrency,
-                        "fps_per_encoder": round(statistics.median(runs), 1),
-                        "aggregate_fps": round(statistics.median(runs) * concurrency, 1),
+                        "fps_per_encoder": round(harness.median(runs), 1),
+                        "aggregate_fps": round(harness.median(runs) * concurrency, 1),
                         "bytes_per_frame": round(results[0]["bytes_per_frame"]),
                     }  # fmt: skip
                     rows.append(row)
@@ -125,7 +125,7 @@ def main() -> None:
     report = {"command": " ".join(sys.argv), "cores": multiprocessing.cpu_count(), "rows": rows}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        harness.record(args.out, report)
 
 
 if __name__ == "__main__":

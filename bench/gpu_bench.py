@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 import traceback
@@ -29,6 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from vapipe.pipeline.assets import resolve_media, resolve_model  # noqa: E402
 from vapipe.stages.preprocess.cl_kernel import (  # noqa: E402
     LetterboxProgram,
@@ -89,7 +89,7 @@ def opencl_part(repeats: int, kind: str) -> dict[str, Any]:
                 event.wait()
                 if index >= 5:
                     times.append((event.profile.end - event.profile.start) * 1e-9)
-            seconds = statistics.median(times)
+            seconds = harness.median(times)
             moved = batch * touched_bytes(1920, 1080, conv)
             result["kernels"].append(
                 {
@@ -114,7 +114,7 @@ def opencl_part(repeats: int, kind: str) -> dict[str, Any]:
         event = cl.enqueue_copy(queue, device_buffer, host, is_blocking=False)
         event.wait()
         uploads.append((event.profile.end - event.profile.start) * 1e-9)
-    upload_s = statistics.median(uploads)
+    upload_s = harness.median(uploads)
     result["pinned_upload_1080p"] = {
         "ms": round(upload_s * 1e3, 4),
         "GBps": round(hd[0].nbytes / upload_s / 1e9, 1),
@@ -222,7 +222,7 @@ def torch_model(model: str, size: int, scale: float, repeats: int) -> list[dict[
                     "model": model,
                     "fp16": fp16,
                     "batch": batch,
-                    "fps_with_transfers": round(statistics.median(rates), 1),
+                    "fps_with_transfers": round(harness.median(rates), 1),
                     "fps_model_only": round(model_only, 1),
                     "max_rel_error_vs_onnxruntime_cpu": round(error, 6),
                 }
@@ -267,7 +267,7 @@ def main() -> None:
         report["command"] = "python bench/gpu_bench.py " + " ".join(sys.argv[1:])
         report["date"] = time.strftime("%Y-%m-%d %H:%M")
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        harness.record(Path(args.out), report)
         return
     if args.streams:
         from bench.streams_bench import streams_part
@@ -285,7 +285,7 @@ def main() -> None:
         streams["command"] = "python bench/gpu_bench.py " + " ".join(sys.argv[1:])
         streams["date"] = time.strftime("%Y-%m-%d %H:%M")
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(streams, indent=2) + "\n")
+        harness.record(Path(args.out), streams)
         return
     report: dict[str, Any] = {
         "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:]),
@@ -307,7 +307,7 @@ def main() -> None:
             }
         print(json.dumps({name: report[name]}, indent=1), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    harness.record(Path(args.out), report)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -52,7 +51,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import decode_ceiling, startup_bench, streams_bench  # noqa: E402
+from bench import (  # noqa: E402
+    decode_ceiling,
+    harness,
+    startup_bench,
+    streams_bench,
+)
 
 LOOPED_FRAMES = 1200
 """Frames per source of a looped 16-stream run (19,200 in all): some 10 s of steady work at
@@ -197,7 +201,7 @@ class Headline:
 
 def _median(values: list[float | None]) -> float | None:
     clean = [v for v in values if v is not None]
-    return round(statistics.median(clean), 3) if clean else None
+    return round(harness.median(clean), 3) if clean else None
 
 
 def main() -> None:

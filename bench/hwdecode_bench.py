@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import threading
@@ -36,6 +35,7 @@ import av
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from bench.streams_bench import make_clip  # noqa: E402
 
 
@@ -107,7 +107,7 @@ def rate(path: Path, way: str, streams: int, processes: int, repeats: int, take:
                                  shares, [threads] * processes, [take] * processes))  # fmt: skip
             rates.append(sum(count for count, _ in done) / (time.perf_counter() - started))
             held = done[0][1]
-    return {"fps": round(statistics.median(rates), 1), "runs": [round(r, 1) for r in rates],
+    return {"fps": round(harness.median(rates), 1), "runs": [round(r, 1) for r in rates],
             "picture": held}  # fmt: skip
 
 
@@ -142,7 +142,7 @@ def main() -> None:
             report["runs"].append(run)
             print(json.dumps(run), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    harness.record(Path(args.out), report)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import av
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from vapipe.pipeline import config, graph  # noqa: E402
 from vapipe.pipeline.assets import resolve_media  # noqa: E402
 from vapipe.pipeline.registry import register  # noqa: E402
@@ -176,7 +177,7 @@ def main() -> None:
                 server.wait()
             report["scenarios"].append(row)
             print(json.dumps(row, indent=1), file=sys.stderr)
-    Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    harness.record(Path(args.output), report)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
 
 REPO = Path(__file__).resolve().parent.parent
 ANALYTICS = REPO / "configs" / "analytics.toml"
@@ -93,8 +95,8 @@ def main() -> None:
                 folder.mkdir()
                 runs[name].append(run(path, frames, folder))
                 print(f"run {index + 1} {name}: {runs[name][-1]['fps']:.1f} fps", flush=True)
-    plain = statistics.median(r["fps"] for r in runs["plain"])
-    media = statistics.median(r["fps"] for r in runs["media"])
+    plain = harness.median(r["fps"] for r in runs["plain"])
+    media = harness.median(r["fps"] for r in runs["media"])
     ratios = [m["fps"] / p["fps"] for p, m in zip(runs["plain"], runs["media"], strict=True)]
     per_hour = 3600 / args.seconds
     last = runs["media"][-1]
@@ -105,7 +107,7 @@ def main() -> None:
         "frames_per_run": frames,
         "runs": runs,
         "median_fps": {"plain": round(plain, 1), "media": round(media, 1)},
-        "ratio_median": round(statistics.median(ratios), 3),
+        "ratio_median": round(harness.median(ratios), 3),
         "ratios": [round(r, 3) for r in ratios],
         "per_camera_hour": {
             "media_bytes": round(last["media_bytes"] * per_hour),
@@ -114,7 +116,7 @@ def main() -> None:
             "clips": round(last["clips"] * per_hour),
         },
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    harness.record(args.out, result)
     hour = result["per_camera_hour"]
     print(f"\n| graph | median fps | ratio |\n| --- | --- | --- |\n"
           f"| analytics.toml | {plain:.1f} | 1.00 |\n"

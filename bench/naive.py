@@ -18,11 +18,11 @@ import onnxruntime as ort
 
 from vapipe.pipeline.assets import resolve_media, resolve_model
 from vapipe.pipeline.stage import StageContext
+from vapipe.stages.events.records import iso_time
 from vapipe.stages.infer.heads import Family, decode
+from vapipe.stages.media.draw import draw_detections
 from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
-from vapipe.stages.sinks.draw import draw_detections
-from vapipe.stages.sinks.records import iso_time
 
 
 def run(

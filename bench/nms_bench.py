@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
 from vapipe.stages.nms import nms_numpy, nms_opencv
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -53,8 +55,8 @@ def main() -> None:
         for _ in range(args.runs):
             times["numpy"].append(timed(nms_numpy, call, args.repeat))
             times["opencv"].append(timed(nms_opencv, call, args.repeat))
-        numpy_ms = statistics.median(times["numpy"]) * 1e3
-        opencv_ms = statistics.median(times["opencv"]) * 1e3
+        numpy_ms = harness.median(times["numpy"]) * 1e3
+        opencv_ms = harness.median(times["opencv"]) * 1e3
         rows.append({
             "boxes": count,
             "kept": len(nms_opencv(*call)),
@@ -70,7 +72,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "rows": rows,
     }
-    (RESULTS / "nms.json").write_text(json.dumps(result, indent=1) + "\n")
+    harness.record((RESULTS / "nms.json"), result)
     lines = [
         "# nms: OpenCV against the numpy loop",
         "",

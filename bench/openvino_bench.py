@@ -22,12 +22,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -120,7 +122,7 @@ def main() -> None:
                 rows.append({
                     "model": model, "measure": measure, "setting": setting,
                     "provider": seen[0]["provider"],
-                    "fps": round(statistics.median(r["fps"] for r in seen), 1),
+                    "fps": round(harness.median(r["fps"] for r in seen), 1),
                     "runs_fps": [round(r["fps"], 1) for r in seen],
                 })  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
@@ -131,7 +133,7 @@ def main() -> None:
         "cpu": cpu_name(),
         "rows": rows,
     }
-    (RESULTS / "openvino.json").write_text(json.dumps(result, indent=1) + "\n")
+    harness.record((RESULTS / "openvino.json"), result)
     (RESULTS / "openvino.md").write_text(markdown(result))
     print(markdown(result))
 

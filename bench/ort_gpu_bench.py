@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bench import harness  # noqa: E402
 
 
 def standalone(repeats: int) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def standalone(repeats: int) -> dict[str, Any]:
             for _ in range(5):
                 backend.run(data)
             rates.append(5 * batch / (time.perf_counter() - begun))
-        result[f"fps_batch_{batch}"] = round(statistics.median(rates), 1)
+        result[f"fps_batch_{batch}"] = round(harness.median(rates), 1)
     return result
 
 
@@ -134,7 +134,7 @@ def main() -> None:
             same, total = same_detections(Path(runs[0]["events"]), Path(runs[1]["events"]))
             report["frames_with_cpu_detections"] = f"{same} of {total}"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    harness.record(Path(args.out), report)
     print(json.dumps({k: report.get(k) for k in ("frames_with_cpu_detections",)}), flush=True)
 
 

@@ -11,10 +11,8 @@ the median frames per second over the runs. OpenCL goes through the frame-by-fra
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from vapipe.pipeline.assets import resolve_media  # noqa: E402
 from vapipe.pipeline.stage import StageContext  # noqa: E402
 from vapipe.stages.preprocess.cl_kernel import TensorSpec  # noqa: E402
@@ -104,10 +103,10 @@ def main() -> None:
                 {
                     "frame": size_name,
                     "tensor": name,
-                    "numpy_fps": round(statistics.median(numpy_runs), 1),
-                    "opencl_fps": round(statistics.median(opencl_runs), 1),
+                    "numpy_fps": round(harness.median(numpy_runs), 1),
+                    "opencl_fps": round(harness.median(opencl_runs), 1),
                     "opencl_over_numpy": round(
-                        statistics.median(opencl_runs) / statistics.median(numpy_runs), 2
+                        harness.median(opencl_runs) / harness.median(numpy_runs), 2
                     ),
                     "opencl_device": ring.program.describe(),
                 }
@@ -122,7 +121,7 @@ def main() -> None:
         "frames": args.frames,
         "results": rows,
     }
-    Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    harness.record(Path(args.output), report)
     print("| frame | tensor | numpy fps | OpenCL fps | ratio |\n| --- | --- | --- | --- | --- |")
     for row in rows:
         print(

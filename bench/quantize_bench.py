@@ -16,13 +16,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
 from vapipe.models.calibration import compare, open_model, take_frames
 from vapipe.models.quantize import quantize
 from vapipe.pipeline import assets
@@ -83,9 +84,9 @@ def main() -> None:
                 speeds["float"].append(pipeline_fps(float_model, work))
                 for variant, (target, _) in copies.items():
                     speeds.setdefault("/".join(variant), []).append(pipeline_fps(target, work))
-            float_fps = statistics.median(speeds["float"])
+            float_fps = harness.median(speeds["float"])
             for (to, keep, method), (target, facts) in copies.items():
-                fps = statistics.median(speeds[f"{to}/{keep}/{method}"])
+                fps = harness.median(speeds[f"{to}/{keep}/{method}"])
                 agreed = {
                     clip: compare(str(float_model), str(target), frames, measure_speed=False)
                     for clip, frames in unseen.items()
@@ -121,7 +122,7 @@ def main() -> None:
         "cpu": platform.processor() or platform.machine(),
         "rows": rows,
     }
-    (RESULTS / "quantize.json").write_text(json.dumps(result, indent=1) + "\n")
+    harness.record((RESULTS / "quantize.json"), result)
     (RESULTS / "quantize.md").write_text(markdown(result))
     print(markdown(result))
 

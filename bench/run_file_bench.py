@@ -11,11 +11,9 @@ the pipeline sets (no spinning intra-op threads); the ratio is taken against the
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +24,7 @@ import onnxruntime as ort
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from bench.naive import run as run_naive  # noqa: E402
 from vapipe.pipeline import config, graph  # noqa: E402
 from vapipe.pipeline.runner import Runner  # noqa: E402
@@ -67,10 +66,10 @@ def main() -> None:
                 f"{naive_nospin[-1]['fps']:.1f}, pipeline {piped[-1]['fps']:.1f} fps",
                 file=sys.stderr,
             )
-    default_fps = statistics.median(r["fps"] for r in naive)
-    nospin_fps = statistics.median(r["fps"] for r in naive_nospin)
+    default_fps = harness.median(r["fps"] for r in naive)
+    nospin_fps = harness.median(r["fps"] for r in naive_nospin)
     naive_fps = max(default_fps, nospin_fps)
-    pipe_fps = statistics.median(r["fps"] for r in piped)
+    pipe_fps = harness.median(r["fps"] for r in piped)
     result = {
         "benchmark": "file pipeline vs naive loop, people.mp4 (460 frames, 800x450), YOLOX-Nano",
         "command": "python bench/run_file_bench.py " + " ".join(sys.argv[1:]),
@@ -92,7 +91,7 @@ def main() -> None:
         "ratio_vs_onnxruntime_defaults": round(pipe_fps / default_fps, 3),
         "overrides": args.overrides,
     }
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    harness.record(Path(args.output), result)
     print("| side | median fps | runs |\n| --- | --- | --- |")
     print(
         f"| naive loop, ORT defaults | {default_fps:.1f} | "

@@ -15,12 +15,10 @@ Writes bench/results/serve.json and prints a markdown table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,9 @@ import time
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "configs" / "file.toml"
@@ -151,7 +152,7 @@ def main() -> None:
         for side in sides:
             fps[side].append(round(steady_fps(side, args.warmup, args.seconds), 2))
             print(f"run {index + 1}: {side} {fps[side][-1]} fps", file=sys.stderr)
-    medians = {side: statistics.median(values) for side, values in fps.items()}
+    medians = {side: harness.median(values) for side, values in fps.items()}
     latencies = stream_latencies(args.cycles)
     result = {
         "benchmark": "serve against run-pipeline, configs/file.toml, people.mp4 looped",
@@ -164,10 +165,10 @@ def main() -> None:
         "serve_watched_over_run": round(medians["serve+watch"] / medians["run"], 3),
         "add_s": [round(v, 3) for v in latencies["add_s"]],
         "remove_s": [round(v, 3) for v in latencies["remove_s"]],
-        "median_add_s": round(statistics.median(latencies["add_s"]), 3),
-        "median_remove_s": round(statistics.median(latencies["remove_s"]), 3),
+        "median_add_s": round(harness.median(latencies["add_s"]), 3),
+        "median_remove_s": round(harness.median(latencies["remove_s"]), 3),
     }
-    Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    harness.record(Path(args.output), result)
     print("| side | median fps | runs |\n| --- | --- | --- |")
     for side in sides:
         print(f"| {side} | {medians[side]:.1f} | {', '.join(map(str, fps[side]))} |")

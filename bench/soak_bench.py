@@ -27,6 +27,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from vapipe.pipeline.assets import resolve_media  # noqa: E402
 
 WARM_UP_S = 120
@@ -145,7 +146,7 @@ def main() -> None:
         else None,
         "samples": samples,
     }
-    Path(args.output).write_text(json.dumps(report, indent=1, default=float) + "\n")
+    harness.record(Path(args.output), report)
     print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=1, default=float))
 
 

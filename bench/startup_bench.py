@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bench import harness  # noqa: E402
 
 CONFIG = """\
 links = [{links}, "pre ! det ! nms ! events"]
@@ -151,7 +151,7 @@ def timeline(folder: Path, config: Path, frames: int) -> list[str]:
 
 def median(values: list[float | None]) -> float | None:
     clean = [v for v in values if v is not None]
-    return round(statistics.median(clean), 3) if clean else None
+    return round(harness.median(clean), 3) if clean else None
 
 
 def main() -> None:
@@ -221,7 +221,7 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        harness.record(args.out, results)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ import av
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import harness  # noqa: E402
 from bench.run_sampler import Sampler, spy  # noqa: E402
 from bench.standalone_gpu import naive_gpu_loop, onnxruntime_cuda, standalone  # noqa: E402
 
@@ -223,7 +223,7 @@ def run_pipeline(
     latency = stages["events"].get("latency", {})
     if latency:
         result["capture_to_event_p95_ms_worst_source"] = max(v["p95_ms"] for v in latency.values())
-        result["capture_to_event_p50_ms_median_source"] = statistics.median(
+        result["capture_to_event_p50_ms_median_source"] = harness.median(
             v["p50_ms"] for v in latency.values()
         )
     result["dropped"] = sum(q["dropped"] for q in stats["queues"].values())

@@ -15,8 +15,9 @@ from vapipe.pipeline import assets
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.stage import StageContext
+from vapipe.stages.boxes import box_iou
 from vapipe.stages.infer.stage import InferConfig, InferStage
-from vapipe.stages.nms import NmsConfig, NmsStage, box_iou
+from vapipe.stages.nms import NmsConfig, NmsStage
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 from vapipe.stages.source.stage import SourceConfig, VideoSource
 

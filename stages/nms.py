@@ -18,6 +18,7 @@ from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.geometry import Letterbox
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import ParallelConfig, Stage, StageConfig
+from vapipe.stages.boxes import box_iou
 
 log = logging.getLogger(__name__)
 
@@ -84,19 +85,6 @@ class NmsConfig(ParallelConfig):
     """Suppress across classes (default: only boxes of the same class suppress each other)."""
     classes: list[int] | None = None
     """Keep only these class ids."""
-
-
-def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one xyxy box with each of ``boxes``."""
-    x1 = np.maximum(box[0], boxes[:, 0])
-    y1 = np.maximum(box[1], boxes[:, 1])
-    x2 = np.minimum(box[2], boxes[:, 2])
-    y2 = np.minimum(box[3], boxes[:, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    union = area + areas - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 
 
 def nms(

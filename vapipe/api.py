@@ -134,7 +134,7 @@ class _EventsTap(Stage):
     empty_frames: bool
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        from vapipe.stages.sinks.records import frame_records
+        from vapipe.stages.events.records import frame_records
 
         for record in frame_records(frame, empty_frames=self.empty_frames):
             self.handoff.put(record)
@@ -146,7 +146,7 @@ class _EventsTap(Stage):
         self.handoff.put(record)
 
     def handle_message(self, message: Message) -> tuple[Message]:
-        from vapipe.stages.sinks.records import message_record
+        from vapipe.stages.events.records import message_record
 
         self.handoff.put(message_record(message))
         return (message,)
@@ -168,7 +168,7 @@ class _Handoff:
         self.abandoned = threading.Event()
 
     def put(self, record: dict[str, Any]) -> None:
-        from vapipe.stages.sinks.records import to_json
+        from vapipe.stages.events.records import to_json
 
         event = json.loads(to_json(record))  # the very JSON the events sink writes
         while not self.abandoned.is_set():

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from vapipe.stages.track.boxes import iou_matrix
+from vapipe.stages.boxes import iou_matrix
 
 Box = tuple[int, float, float, float, float]
 """(object or track id, x1, y1, x2, y2)."""

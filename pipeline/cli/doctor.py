@@ -182,7 +182,7 @@ DEVICE_KINDS = ("GPU", "CPU", "ACCELERATOR", "CUSTOM")
 def _opens(codec: str) -> str | None:
     """None if an encoder context of ``codec`` opens on this machine (as the video sink opens
     it), else why not."""
-    from vapipe.stages.sinks.encoder import open_error
+    from vapipe.stages.media.encoder import open_error
 
     error = open_error(codec)
     return None if error is None else f"does not open: {codec} {error}"

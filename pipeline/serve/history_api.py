@@ -18,8 +18,8 @@ from starlette.routing import Route
 
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.serve.streams import StreamError
-from vapipe.stages.sinks.event_store import BadCursor, EventStore, Query, epoch_of
-from vapipe.stages.sinks.records import Record
+from vapipe.stages.events.records import Record
+from vapipe.stages.events.store import BadCursor, EventStore, Query, epoch_of
 
 MEDIA_KEYS = ("snapshot", "snapshot_crop", "clip")
 MEDIA_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".mp4": "video/mp4"}

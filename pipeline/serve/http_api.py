@@ -34,7 +34,7 @@ from vapipe.pipeline.serve.history_api import history_routes
 from vapipe.pipeline.serve.prometheus import ServiceCollector
 from vapipe.pipeline.serve.streams import StreamError, Streams
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.stages.sinks.records import to_json
+from vapipe.stages.events.records import to_json
 
 log = logging.getLogger(__name__)
 

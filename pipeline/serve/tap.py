@@ -19,8 +19,8 @@ import numpy as np
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.serve.event_hub import EventHub
 from vapipe.pipeline.stage import Stage, StageConfig
-from vapipe.stages.sinks.draw import annotate
-from vapipe.stages.sinks.records import frame_records, iso_time, message_record
+from vapipe.stages.events.records import frame_records, iso_time, message_record
+from vapipe.stages.media.draw import annotate
 
 RATE_WINDOW_S = 5.0
 

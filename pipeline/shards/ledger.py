@@ -119,7 +119,7 @@ class Ledger:
 
     def record(self, source_id: str, kind: str, **data: Any) -> dict[str, Any]:
         """A record about the source, placed after its last delivered frame."""
-        from vapipe.stages.sinks.records import iso_time
+        from vapipe.stages.events.records import iso_time
 
         source = self.sources[source_id]
         seq = min(source.next_seq.values(), default=0) - 1

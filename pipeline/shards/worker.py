@@ -162,7 +162,7 @@ class RecordSender(Stage):
 
     def __init__(self, name: str, config: StageConfig, send: Send) -> None:
         # Here, not at the top: the framework does not import stages until a run needs them.
-        from vapipe.stages.sinks.records import frame_records, message_record
+        from vapipe.stages.events.records import frame_records, message_record
 
         super().__init__(name, config)
         self._send = send

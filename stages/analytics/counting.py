@@ -11,7 +11,7 @@ import numpy as np
 from vapipe.pipeline.detections import Detections
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import Line, Zone, anchor_points, object_sizes
-from vapipe.stages.nms import box_iou
+from vapipe.stages.boxes import box_iou
 
 Event = dict[str, Any]
 

@@ -21,14 +21,9 @@ from pydantic import Field, field_validator
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream, Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.sinks.drawn_clips import FrameRing, write_drawn
-from vapipe.stages.sinks.media_files import (
-    MediaConfig,
-    MediaSink,
-    file_stem,
-    inside_folder,
-    sub_folder,
-)
+from vapipe.stages.media.drawn_clips import FrameRing, write_drawn
+from vapipe.stages.media.files import file_stem, inside_folder, sub_folder
+from vapipe.stages.sinks.media_sink import MediaConfig, MediaSink
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +238,7 @@ class ClipsSink(MediaSink[Clip]):
     def _finish(self, source_id: str, clip: Clip) -> None:
         """Hands the clip to the writer (under the lock)."""
         self._open[source_id].remove(clip)
-        if not self.writer.submit(clip):
+        if not self.submit(clip):
             log.warning("%s: clip %s dropped (the writer fell behind)", self.name, clip.path)
 
     def _finish_all(self, source_id: str | None = None) -> None:
@@ -277,6 +272,6 @@ class ClipsSink(MediaSink[Clip]):
         return ()
 
     def close(self) -> None:
-        if getattr(self, "writer", None) is not None:
+        if self.writer is not None:
             self._finish_all()
         self.close_writer()

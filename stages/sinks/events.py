@@ -13,8 +13,9 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
-from vapipe.stages.sinks.paths import PathSink, check_writable, output_path
-from vapipe.stages.sinks.records import frame_records, message_record, to_json
+from vapipe.stages.events.records import frame_records, message_record, to_json
+from vapipe.stages.media.paths import check_writable, output_path
+from vapipe.stages.sinks.path_sink import PathSink
 
 log = logging.getLogger(__name__)
 

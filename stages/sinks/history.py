@@ -20,9 +20,9 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.sinks.event_store import EventStore
-from vapipe.stages.sinks.paths import check_writable
-from vapipe.stages.sinks.records import Record, frame_records, message_record
+from vapipe.stages.events.records import Record, frame_records, message_record
+from vapipe.stages.events.store import EventStore
+from vapipe.stages.media.paths import check_writable
 
 log = logging.getLogger(__name__)
 

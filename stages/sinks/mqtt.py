@@ -21,8 +21,9 @@ from pydantic import Field, SecretStr
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink, Reachability
-from vapipe.stages.sinks.records import Record, to_json
+from vapipe.stages.events.outbox import Outbox, Reachability
+from vapipe.stages.events.records import Record, to_json
+from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
 log = logging.getLogger(__name__)
 

@@ -19,15 +19,9 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.sinks.draw import annotate
-from vapipe.stages.sinks.media_files import (
-    MediaConfig,
-    MediaSink,
-    file_stem,
-    inside_folder,
-    sub_folder,
-    write_whole,
-)
+from vapipe.stages.media.draw import annotate
+from vapipe.stages.media.files import file_stem, inside_folder, sub_folder, write_whole
+from vapipe.stages.sinks.media_sink import MediaConfig, MediaSink
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +174,7 @@ class SnapshotsSink(MediaSink[Shot]):
         folder = sub_folder(self.config.path, frame.source_id, frame.capture_time)
         stem = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}"
         crop = f"{stem}-crop.jpg" if self.config.crop and box is not None else None
-        if self.writer.submit(Shot(shown, box, f"{stem}.jpg", crop)):
+        if self.submit(Shot(shown, box, f"{stem}.jpg", crop)):
             event["snapshot"] = f"{stem}.jpg"
             if crop is not None and box is not None:
                 event["snapshot_crop"] = crop

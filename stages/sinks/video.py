@@ -21,8 +21,8 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
-from vapipe.stages.sinks.draw import Trails, annotate
-from vapipe.stages.sinks.encoder import (
+from vapipe.stages.media.draw import Trails, annotate
+from vapipe.stages.media.encoder import (
     Encoding,
     Recorder,
     choose_codec,
@@ -31,13 +31,8 @@ from vapipe.stages.sinks.encoder import (
     partial_name,
     temporary_names,
 )
-from vapipe.stages.sinks.paths import (
-    PathSink,
-    check_writable,
-    names_for,
-    output_path,
-    paths_for,
-)
+from vapipe.stages.media.paths import check_writable, names_for, output_path, paths_for
+from vapipe.stages.sinks.path_sink import PathSink
 from vapipe.stages.source.images import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,10 @@ from pydantic import Field, field_validator
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.stages.sinks.http_post import Answer, Endpoint
-from vapipe.stages.sinks.outbox import Outbox, OutboxConfig, OutboxSink, Reachability
-from vapipe.stages.sinks.records import Record, to_json
+from vapipe.stages.events.http_post import Answer, Endpoint
+from vapipe.stages.events.outbox import Outbox, Reachability
+from vapipe.stages.events.records import Record, to_json
+from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
 log = logging.getLogger(__name__)
 

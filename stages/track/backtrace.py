@@ -12,7 +12,7 @@ from collections import deque
 
 import numpy as np
 
-from vapipe.stages.track.boxes import iou_matrix
+from vapipe.stages.boxes import iou_matrix
 
 CHAIN_IOU = 0.3
 """Least overlap between a box of the path and the next earlier one: the same object, moved

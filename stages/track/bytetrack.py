@@ -33,16 +33,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from vapipe.pipeline.detections import Detections
+from vapipe.stages.boxes import intersection_over_first, iou_matrix
 from vapipe.stages.track import kalman
 from vapipe.stages.track.backtrace import Backtrace
-from vapipe.stages.track.boxes import (
-    aspect,
-    duplicates_of,
-    intersection_over_first,
-    iou_matrix,
-    widened,
-    without,
-)
+from vapipe.stages.track.boxes import aspect, duplicates_of, widened, without
 from vapipe.stages.track.config import TrackConfig
 
 TRACKED, LOST = 0, 1

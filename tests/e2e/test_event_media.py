@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import asset
 from tests.e2e.helpers import REPO, cli, read_events, read_lines, spawn, wait_for
 from tests.e2e.rtsp import rtsp_server
-from vapipe.stages.sinks.event_store import EventStore, records_in
+from vapipe.stages.events.store import EventStore, records_in
 
 SERVICE = REPO / "configs" / "service.toml"
 

@@ -226,9 +226,9 @@ def test_mistakes_that_would_do_nothing_are_warned_about(
 
 
 def test_an_event_type_no_stage_emits_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
-    from vapipe.stages.sinks.outbox import OutboxConfig
+    from vapipe.stages.sinks.outbox_sink import OutboxConfig
 
-    with caplog.at_level("WARNING", logger="vapipe.stages.sinks.outbox"):
+    with caplog.at_level("WARNING", logger="vapipe.stages.events.outbox"):
         OutboxConfig(event_types=["line_cross", "line_crossing"])
     said = [record.getMessage() for record in caplog.records]
     assert len(said) == 1, said

@@ -22,8 +22,8 @@ from tests.conftest import asset
 from tests.e2e.helpers import FILE_CONFIG, REPO, cli, read_events
 from tests.faults.test_bad_files import remux
 from vapipe.pipeline.detections import Detections
+from vapipe.stages.events.records import to_json
 from vapipe.stages.nms import NmsConfig, NmsStage
-from vapipe.stages.sinks.records import to_json
 
 EVENTS_ONLY = """\
 links = ["cam ! pre ! det ! nms ! events"]

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.testclient import TestClient
 
-from tests.stages.sinks.test_history import T0, crossing
+from tests.stages.events.test_history import T0, crossing
 from vapipe.pipeline.serve.history_api import history_routes, seconds
 from vapipe.pipeline.serve.streams import StreamError
-from vapipe.stages.sinks.event_store import EventStore
+from vapipe.stages.events.store import EventStore
 
 
 def node(type_name: str, **config: Any) -> SimpleNamespace:

@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.pipeline.serve.test_history_api import client, node
-from tests.stages.sinks.test_history import T0, crossing, entered
-from vapipe.stages.sinks.event_store import EventStore
+from tests.stages.events.test_history import T0, crossing, entered
+from vapipe.stages.events.store import EventStore
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.stage import AnalyticsStage
-from vapipe.stages.sinks.records import frame_records
+from vapipe.stages.events.records import frame_records
 
 NAMES = ("person", "bicycle", "car")
 FPS = 10.0

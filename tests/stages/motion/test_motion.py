@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
+from vapipe.stages.media.draw import annotate
 from vapipe.stages.motion.stage import MotionConfig, MotionStage
-from vapipe.stages.sinks.draw import annotate
 
 
 def picture(box_x: int | None = None, size: int = 40, shade: int = 120) -> np.ndarray:

@@ -15,8 +15,8 @@ import pytest
 
 from tests.stages.sinks.config_bounds import assert_bounds
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream, Frame, Message, StreamInfo
+from vapipe.stages.media.files import Writer
 from vapipe.stages.sinks.clips import Clip, ClipsConfig, ClipsSink, Ring, fill
-from vapipe.stages.sinks.media_files import Writer
 
 STREAM = EncodedStream(1, None, None, Fraction(1, 1000))
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.stages.events.test_history import T0, crossing
 from tests.stages.sinks.config_bounds import assert_bounds
-from tests.stages.sinks.test_history import T0, crossing
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.registry import lookup
-from vapipe.stages.sinks.event_store import EventStore, records_in
+from vapipe.stages.events.records import iso_time
+from vapipe.stages.events.store import EventStore, records_in
 from vapipe.stages.sinks.history import HistoryConfig, HistorySink
-from vapipe.stages.sinks.records import iso_time
 
 
 def sink(path: Path, **config: object) -> HistorySink:

@@ -11,7 +11,8 @@ import pytest
 
 from tests.stages.sinks.config_bounds import assert_bounds
 from vapipe.pipeline.errors import ConfigError
-from vapipe.stages.sinks.media_files import MediaConfig, Retention, Writer, sub_folder
+from vapipe.stages.media.files import Retention, Writer, sub_folder
+from vapipe.stages.sinks.media_sink import MediaConfig
 from vapipe.stages.sinks.snapshots import SnapshotsConfig, SnapshotsSink
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.stages.sinks.config_bounds import assert_bounds
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
-from vapipe.stages.sinks.media_files import Writer
+from vapipe.stages.media.files import Writer
 from vapipe.stages.sinks.snapshots import (
     BestBoxes,
     SnapshotsConfig,

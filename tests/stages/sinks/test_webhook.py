@@ -17,7 +17,7 @@ import pytest
 
 from vapipe.pipeline import config
 from vapipe.pipeline.errors import ConfigError
-from vapipe.stages.sinks.outbox import Outbox, Reachability
+from vapipe.stages.events.outbox import Outbox, Reachability
 from vapipe.stages.sinks.webhook import WebhookConfig, WebhookSink
 
 Handler = Callable[[socket.socket, int], None]
@@ -275,7 +275,7 @@ def test_reachability_warns_once_while_down_and_says_when_back(
     now = [100.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
     reach = Reachability("hook", "http://x", warn_after_s=5)
-    with caplog.at_level(logging.INFO, logger="vapipe.stages.sinks.outbox"):
+    with caplog.at_level(logging.INFO, logger="vapipe.stages.events.outbox"):
         for step in range(10):
             now[0] = 100.0 + step
             reach.failing("refused", waiting=step)

@@ -9,8 +9,8 @@ import pytest
 
 from tests.stages.track.test_bytetrack import box_at, dets
 from vapipe.pipeline.detections import Detections
+from vapipe.stages.boxes import iou_matrix
 from vapipe.stages.track import bytetrack
-from vapipe.stages.track.boxes import iou_matrix
 from vapipe.stages.track.bytetrack import LOST, TRACKED, ByteTracker
 from vapipe.stages.track.config import TrackConfig
 

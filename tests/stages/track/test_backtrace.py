@@ -14,8 +14,8 @@ from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.stage import AnalyticsStage
+from vapipe.stages.boxes import iou_matrix
 from vapipe.stages.track.backtrace import CHAIN_GAP_S, CHAIN_IOU, Backtrace
-from vapipe.stages.track.boxes import iou_matrix
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage

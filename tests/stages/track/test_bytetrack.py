@@ -8,7 +8,8 @@ import pytest
 
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
-from vapipe.stages.track.boxes import duplicates_of, iou_matrix, widened
+from vapipe.stages.boxes import iou_matrix
+from vapipe.stages.track.boxes import duplicates_of, widened
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
@@ -214,7 +215,7 @@ def test_iou_matrix_matches_pairwise(seed: int) -> None:
     rng = np.random.default_rng(seed)
     a = np.sort(rng.uniform(0, 100, (6, 2, 2)), axis=1).reshape(6, 4)[:, [0, 2, 1, 3]]
     b = np.sort(rng.uniform(0, 100, (5, 2, 2)), axis=1).reshape(5, 4)[:, [0, 2, 1, 3]]
-    from vapipe.stages.nms import box_iou
+    from vapipe.stages.boxes import box_iou
 
     expected = np.stack([box_iou(box, b) for box in a])
     np.testing.assert_allclose(iou_matrix(a, b), expected, atol=1e-9)

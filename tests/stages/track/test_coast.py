@@ -9,8 +9,8 @@ import pytest
 from tests.stages.track.test_bytetrack import NAMES, box_at, dets, frame
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.errors import PipelineError
+from vapipe.stages.events.records import frame_records
 from vapipe.stages.nms import NmsConfig, NmsStage
-from vapipe.stages.sinks.records import frame_records
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage

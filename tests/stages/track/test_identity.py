@@ -10,7 +10,7 @@ import pytest
 from tests.stages.track.test_bytetrack import box_at, dets, run, run_classes, square
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame
-from vapipe.stages.track.boxes import intersection_over_first
+from vapipe.stages.boxes import intersection_over_first
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage

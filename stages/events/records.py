@@ -1,0 +1,87 @@
+"""Frames and in-band messages as event records (JSON-ready dicts), shared by every event
+sink so a file, a broker and a webhook receive the same objects. The schema of each event
+type is docs/events.schema.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from vapipe.pipeline.frame import Frame, Message
+
+Record = dict[str, Any]
+
+
+def iso_time(epoch_s: float) -> str:
+    return (
+        datetime.fromtimestamp(epoch_s, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record]:
+    """The frame's ``frame`` event (unless it has no detections and ``empty_frames`` is off),
+    then the events it caused, each stamped with the frame's time."""
+    when = {"pts": round(frame.pts, 6), "time": iso_time(frame.capture_time)}
+    detections = frame.detections
+    if empty_frames or (detections is not None and len(detections)):
+        record: Record = {
+            "event": "frame",
+            "source_id": frame.source_id,
+            "seq": frame.seq,
+            **when,
+            "detections": detections.to_records() if detections is not None else [],
+        }
+        if frame.predicted:  # infer.interval: the tracker's boxes, not the detector's
+            record["predicted"] = True
+        if frame.analytics is not None:
+            record["analytics"] = frame.analytics.summary
+        yield record
+    for event in frame.events:
+        yield {
+            "event": event["event"],
+            "id": event_id(frame.source_id, frame.seq, event),
+            "source_id": frame.source_id,
+            "seq": frame.seq,
+            **when,
+            **{k: v for k, v in event.items() if k not in ("event", "source_id", "seq")},
+        }
+
+
+def event_id(source_id: str, seq: int, event: dict[str, Any]) -> str:
+    """``source/seq/type/track/line-or-zone`` (``-`` for what the event has not): the same for
+    the same event whenever it is made again (a restarted shard reads its frames again), so
+    that a consumer can drop one it has had."""
+    track = event.get("track_id")
+    where = event.get("line") or event.get("zone")
+    return "/".join(
+        (source_id, str(seq), event["event"], "-" if track is None else str(track), where or "-")
+    )
+
+
+def to_json(record: Record) -> str:
+    """One compact JSON object. NaN and infinity are not JSON: rather an error than a line no
+    parser reads (nms drops non-finite detections before they get here)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def message_record(message: Message) -> Record:
+    """An in-band message (``source_down``, ``source_up``) as an event."""
+    return {
+        "event": message.kind,
+        "source_id": message.source_id,
+        "seq": message.seq,
+        "pts": message.pts,
+        "time": iso_time(message.time),
+        **message.data,
+    }
+
+
+EVENT_TYPES = (
+    "frame", "line_cross", "zone_enter", "zone_exit", "zone_dwell", "zone_crowded",
+    "zone_clear", "source_down", "source_up", "source_removed",
+)  # fmt: skip
+"""The event types the built-in stages emit (docs/events.schema.json)."""

@@ -1,0 +1,52 @@
+"""What the video sink draws for tracked objects and analytics: ids, trails, zones, lines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vapipe.pipeline.detections import Detections
+from vapipe.pipeline.frame import FrameAnalytics
+from vapipe.stages.analytics.config import AnalyticsConfig
+from vapipe.stages.analytics.counting import SourceAnalytics
+from vapipe.stages.analytics.geometry import compile_geometry
+from vapipe.stages.media.draw import draw_analytics, draw_trails
+from vapipe.stages.sinks.video import Trails
+
+
+def test_zone_is_tinted_inside_only_and_the_line_is_drawn() -> None:
+    config = AnalyticsConfig.model_validate(
+        {
+            "lines": [{"name": "gate", "start": [150, 10], "end": [150, 190]}],
+            "zones": [{"name": "bay", "polygon": [[10, 10], [100, 10], [100, 100], [10, 100]]}],
+        }
+    )
+    lines, zones = compile_geometry(config, "cam", 200, 200)
+    state = SourceAnalytics(config, lines, zones)
+    canvas = np.full((200, 200, 3), 100, np.uint8)
+    draw_analytics(canvas, FrameAnalytics(state.summary(), tuple(lines), tuple(zones)))
+    assert not np.array_equal(canvas[60, 60], [100, 100, 100]), "the zone was not filled"
+    assert np.array_equal(canvas[150, 60], [100, 100, 100]), "paint outside the zone"
+    assert canvas[150, 150].tolist() == [0, 220, 255], "the line is missing"
+    assert np.array_equal(canvas[150, 110], [100, 100, 100])
+
+
+def test_trails_follow_each_track_and_forget_gone_ones() -> None:
+    trails = Trails(length=5)
+    for step in range(8):
+        x = 20.0 + 10 * step
+        dets = Detections(
+            np.array([[x, 50, x + 10, 80]], np.float32),
+            np.array([0.9], np.float32),
+            np.array([0], np.int32),
+            track_id=np.array([7], np.int64),
+        )
+        points = trails.update(dets)
+    assert list(points) == [7] and len(points[7]) == 5
+    assert points[7][-1] == (95, 80), "the trail ends at the last bottom centre"
+    canvas = np.zeros((120, 200, 3), np.uint8)
+    draw_trails(canvas, points)
+    assert canvas[80, 70:90].any(), "no trail drawn between the last points"
+    empty = Detections.empty()
+    for _ in range(6):
+        points = trails.update(empty)
+    assert points == {}, "a track gone longer than the trail is still drawn"
