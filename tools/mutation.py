@@ -185,6 +185,22 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/preprocess/test_yuv.py",
         "tests/stages/preprocess/test_opencl.py",
     ],
+    # Issue 47: the model as data, what the graph tells each stage, the one overlap module.
+    "stages/infer/model.py": [
+        "tests/stages/infer/test_model.py",
+        "tests/stages/infer/test_rect.py",
+        "tests/stages/infer/test_interval.py",
+    ],
+    "pipeline/wiring.py": [
+        "tests/pipeline/test_wiring.py",
+        "tests/stages/preprocess/test_release_pixels.py",
+    ],
+    "stages/boxes.py": ["tests/stages/test_nms.py", "tests/stages/track/test_association.py"],
+    "stages/track/stage.py": [
+        "tests/stages/track/test_coast.py",
+        "tests/stages/track/test_backtrace.py",
+        "tests/stages/track/test_bytetrack.py",
+    ],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 
