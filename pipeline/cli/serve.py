@@ -80,7 +80,7 @@ def serve_main(argv: list[str]) -> int:
     from vapipe.pipeline import graph as graph_module
     from vapipe.pipeline.runner import Runner
     from vapipe.pipeline.serve.event_hub import EventHub
-    from vapipe.pipeline.serve.sharded import ServiceShardRunner, ShardedService
+    from vapipe.pipeline.serve.sharded import ShardedService
     from vapipe.pipeline.serve.streams import Service, Streams, with_tap
     from vapipe.pipeline.shards.plan import shard_count
     from vapipe.pipeline.shards.supervisor import ShardRunner
@@ -106,7 +106,7 @@ def serve_main(argv: list[str]) -> int:
                 graph,
                 EventHub(),
                 shards,
-                runner_class=ray_service_runner() if on_cluster else ServiceShardRunner,
+                transport=ray_transport() if on_cluster else None,
                 overrides=tuple(args.overrides),
                 log_level=args.log_level,
                 log_format=args.log_format,
@@ -152,10 +152,8 @@ def serve_main(argv: list[str]) -> int:
     return result.exit_code
 
 
-def ray_service_runner() -> Any:
-    """The service's shard runner on a Ray cluster (ConfigError when Ray is not installed)."""
-    from vapipe.pipeline.serve.ray_sharded import RayServiceShardRunner
-    from vapipe.pipeline.shards.ray_actors import import_ray
+def ray_transport() -> Any:
+    """Shards as actors of a Ray cluster (ConfigError when Ray is not installed)."""
+    from vapipe.pipeline.shards.ray_actors import RayActors
 
-    import_ray()
-    return RayServiceShardRunner
+    return RayActors()

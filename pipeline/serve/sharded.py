@@ -21,8 +21,8 @@ from vapipe.pipeline.graph import Graph, source_id_of
 from vapipe.pipeline.serve.event_hub import EventHub
 from vapipe.pipeline.serve.shard_side import ShardService
 from vapipe.pipeline.serve.streams import REMOVE_TIMEOUT_S, StreamError, Streams, added_entry
-from vapipe.pipeline.shards.ledger import Delivered
-from vapipe.pipeline.shards.supervisor import ShardRunner, Slot
+from vapipe.pipeline.shards.roles import Slot, Transport
+from vapipe.pipeline.shards.supervisor import ShardRunner
 from vapipe.pipeline.shards.worker import ShardJob
 from vapipe.pipeline.urls import mask_credentials
 
@@ -103,22 +103,22 @@ class Control:
                 raise StreamError(503, f"shard {self.index} is restarting") from None
 
 
-class ServiceShardRunner(ShardRunner):
-    """Shards that run as services: each has a control pipe, and the streams added to it."""
+class ServeMode:
+    """What a service's shards run: their streams, those added over HTTP included, each
+    shard with a control channel (a pipe to a local shard, an actor's methods on Ray), the
+    line and zone edits it was sent, and the live events it forwards to the hub."""
 
-    def __init__(
-        self, graph: Graph, count: int, hub: EventHub, template: str | None, **kwargs: Any
-    ) -> None:
-        super().__init__(graph, count, **kwargs)
-        self.hub, self.template = hub, template
-        self.slots = self._slots
+    wants_control = True
+
+    def __init__(self, graph: Graph, hub: EventHub, template: str | None) -> None:
+        self.graph, self.hub, self.template = graph, hub, template
         self.controls: dict[int, Control] = {}
         self.edits: dict[str, Any] = {}  # stream id -> its last line/zone edit
+        self.supervisor: ShardRunner | None = None
+        """Whose ledger the streams added and removed are told to (set once it is made)."""
 
-    def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
-        ours, theirs = context.Pipe(duplex=True)
-        self.controls[slot.index] = Control(ours, slot.index, self._hello)
-        return (theirs,)
+    def controlled(self, slot: Slot, conn: Any) -> None:
+        self.controls[slot.index] = Control(conn, slot.index, self._hello)
 
     def _hello(self, control: Control) -> None:
         control.tell("listen", self.hub.listening)
@@ -126,32 +126,34 @@ class ServiceShardRunner(ShardRunner):
     def config_ids(self, slot: Slot) -> set[str]:
         return {source_id_of(self.graph.nodes[name]) for name in slot.sources}
 
-    def _shard_ended(self, slot: Slot) -> None:
-        self.controls[slot.index].close()
+    def ended(self, slot: Slot) -> None:
+        control = self.controls.get(slot.index)
+        if control is not None:
+            control.close()
 
-    def _nodes_of(self, slot: Slot) -> tuple[str, ...]:
+    def names_of(self, slot: Slot) -> tuple[str, ...]:
         return (*slot.sources, *slot.added)
 
-    def _job(self, slot: Slot) -> ShardJob:
+    def job(self, slot: Slot, job: ShardJob) -> ShardJob:
         ids = self.config_ids(slot) | set(slot.added)
         edits = tuple((i, body) for i, body in list(self.edits.items()) if i in ids)
-        job = super()._job(slot)
         return dataclasses.replace(
             job, service=ShardService, added=(*slot.added.values(),), edits=edits
         )
 
-    def _other(self, slot: Slot, message: tuple[Any, ...]) -> None:
+    def other(self, slot: Slot, message: tuple[Any, ...]) -> None:
         kind = message[0]
         if kind == "live":
             self.hub.publish(message[1])
-        elif kind == "added":  # in the records' order: before the stream's first record
+            return
+        assert self.supervisor is not None  # set when the supervisor is made
+        if kind == "added":  # in the records' order: before the stream's first record
             _, stream_id, uri = message
-            self.ledger.track(stream_id, stream_id, uri, like=str(self.template))
+            self.supervisor.ledger.track(stream_id, stream_id, uri, like=str(self.template))
         elif kind == "removed":  # after its last
-            self.ledger.forget(message[1])
+            self.supervisor.ledger.forget(message[1])
 
-    def _write_all(self, source: Delivered, record: dict[str, Any]) -> None:
-        super()._write_all(source, record)
+    def delivered(self, record: dict[str, Any]) -> None:
         self.hub.publish(record)  # source_down / source_up of a shard that died
 
 
@@ -161,21 +163,25 @@ class ShardedService(Streams):
         graph: Graph,
         hub: EventHub,
         count: int,
-        runner_class: type[ServiceShardRunner] = ServiceShardRunner,
+        transport: Transport | None = None,
         **runner_options: Any,
     ) -> None:
         super().__init__(graph, hub)
-        self.runner = runner_class(graph, count, hub, self.template, **runner_options)
+        self.mode = ServeMode(graph, hub, self.template)
+        self.runner = ShardRunner(
+            graph, count, transport=transport, mode=self.mode, **runner_options
+        )
+        self.mode.supervisor = self.runner
         self.stopping = self.runner.stop_requested
         self.where: dict[str, int] = {}  # stream id -> shard index
         for slot in self.runner.slots:
-            for stream_id in self.runner.config_ids(slot):
+            for stream_id in self.mode.config_ids(slot):
                 self.where[stream_id] = slot.index
         self._last: dict[str, dict[str, Any]] = {}
         hub.on_listening = self._listening
 
     def _listening(self, listening: bool) -> None:
-        for control in list(self.runner.controls.values()):
+        for control in list(self.mode.controls.values()):
             # A shard starting again is told when it says hello.
             with contextlib.suppress(StreamError):
                 control.tell("listen", listening)
@@ -184,7 +190,7 @@ class ShardedService(Streams):
         index = self.where.get(stream_id)
         if index is None:
             raise StreamError(404, f"no stream '{stream_id}'")
-        return self.runner.controls[index]
+        return self.mode.controls[index]
 
     # -- what each stream reports --------------------------------------------------------
 
@@ -206,7 +212,7 @@ class ShardedService(Streams):
         return found[0]
 
     def _described(self, index: int, stream_ids: list[str]) -> list[dict[str, Any]]:
-        control = self.runner.controls.get(index)
+        control = self.mode.controls.get(index)
         try:
             if control is None:
                 raise StreamError(503, f"shard {index} is starting")
@@ -236,8 +242,8 @@ class ShardedService(Streams):
         waiting = [
             str(slot.index)
             for slot in self.runner.slots
-            if slot.index not in self.runner.controls
-            or not self.runner.controls[slot.index].hello.is_set()
+            if slot.index not in self.mode.controls
+            or not self.mode.controls[slot.index].hello.is_set()
         ]
         if waiting:
             return False, f"shards still opening their stages: {', '.join(waiting)}"
@@ -251,13 +257,13 @@ class ShardedService(Streams):
         with self._lock:
             spec = self.checked(body, {*self.where, *self._opening})
             load = Counter([*self.where.values(), *self._opening.values()])
-            up = [i for i, control in self.runner.controls.items() if control.hello.is_set()]
+            up = [i for i, control in self.mode.controls.items() if control.hello.is_set()]
             index = min((load[i], i) for i in up or [slot.index for slot in self.runner.slots])[1]
             self._opening[spec.name] = index
             self.specs[spec.name] = spec
         entry = added_entry(body)
         try:
-            described = self.runner.controls[index].call("add", entry, timeout=ADD_S)
+            described = self.mode.controls[index].call("add", entry, timeout=ADD_S)
         except BaseException:
             with self._lock:
                 del self.specs[spec.name]
@@ -282,7 +288,7 @@ class ShardedService(Streams):
             self.added.pop(stream_id, None)
             self.specs.pop(stream_id, None)
             self.runner.slots[control.index].added.pop(stream_id, None)
-            self.runner.edits.pop(stream_id, None)
+            self.mode.edits.pop(stream_id, None)
             self._last.pop(stream_id, None)
         return dict(removed)
 
@@ -291,7 +297,7 @@ class ShardedService(Streams):
 
     def replace_geometry(self, stream_id: str, body: Any) -> dict[str, Any]:
         replaced = self._shard_of(stream_id).call("replace_geometry", stream_id, body)
-        self.runner.edits[stream_id] = body
+        self.mode.edits[stream_id] = body
         return dict(replaced)
 
     def preview(self, stream_id: str, width: int, after: Any = None) -> tuple[Any, bytes] | None:
@@ -299,7 +305,7 @@ class ShardedService(Streams):
 
     def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
         taken = []
-        for index, control in sorted(self.runner.controls.items()):
+        for index, control in sorted(self.mode.controls.items()):
             if control.hello.is_set():
                 # A shard that is starting again has nothing to show yet.
                 with contextlib.suppress(StreamError):

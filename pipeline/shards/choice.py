@@ -33,9 +33,9 @@ def runner_for(
         "log_format": log_format,
     }
     if spec.settings.cluster == "ray":
-        from vapipe.pipeline.shards.ray_actors import RayShardRunner
+        from vapipe.pipeline.shards.ray_actors import RayActors
 
-        return RayShardRunner(graph, shards, **options)
+        return ShardRunner(graph, shards, transport=RayActors(), **options)
     if shards > 1:
         return ShardRunner(graph, shards, **options)
     return Runner(graph, max_frames=max_frames)

@@ -23,11 +23,12 @@ import re
 import signal
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.overrides import ENV_PATTERN
-from vapipe.pipeline.shards.supervisor import ShardRunner, Slot
+from vapipe.pipeline.shards.roles import Listener, Mode, Slot
 from vapipe.pipeline.shards.worker import ShardJob
 from vapipe.pipeline.urls import mask_credentials
 
@@ -104,7 +105,7 @@ class ActorEnd:
 
 
 class ShardActor:
-    """One shard in a Ray worker process (made a Ray actor by :class:`RayShardRunner`): the
+    """One shard in a Ray worker process (made a Ray actor by :class:`RayActors`): the
     shard runs on a thread, its messages wait in the outbox for :meth:`poll`."""
 
     def __init__(self) -> None:
@@ -185,31 +186,29 @@ class ShardActor:
             runner.on_signal(signal.SIGTERM, exit_on_repeat=False)
 
 
-class RayShardRunner(ShardRunner):
-    """:class:`ShardRunner` with each shard a Ray actor instead of a local process."""
+class RayActors:
+    """The transport of ``pipeline.cluster = "ray"``: each shard a Ray actor."""
 
-    def __init__(self, graph: Any, count: int, **options: Any) -> None:
-        super().__init__(graph, count, **options)
+    def __init__(self) -> None:
         self._ray = import_ray()
         self._node_of: dict[int, str] = {}  # slot index -> Ray node id
         self.cluster: dict[str, Any] = {"kind": "ray"}
+        self.settings: Any = None
+        self._connected = False
 
-    def run(self, **options: Any) -> Any:
-        from vapipe.pipeline.outcome import EXIT_USAGE
+    def describe(self) -> dict[str, Any]:
+        return {"cluster": self.cluster} if self._connected else {}
 
-        try:
-            self._connect()
-        except ConfigError as exc:
-            self._error = exc
-            return self._result(EXIT_USAGE, started=False)
-        try:
-            result = super().run(**options)
-        finally:
+    def open(self, graph: Any) -> None:
+        self.settings = graph.spec.settings
+        self._connect(graph.spec.file)
+        self._connected = True
+
+    def close(self) -> None:
+        if self._connected:
             self._ray.shutdown()
-        result.stats["cluster"] = self.cluster
-        return result
 
-    def _connect(self) -> None:
+    def _connect(self, config_file: str | None) -> None:
         ray = self._ray
         address = self.settings.ray_address or os.environ.get("RAY_ADDRESS") or None
         shown = mask_credentials(address) if address else "a Ray instance started here"
@@ -223,14 +222,14 @@ class RayShardRunner(ShardRunner):
             try:
                 reach(address, shown)
             except ConfigError as exc:  # named with the config it came from
-                raise ConfigError(exc.message, file=self.graph.spec.file, key=exc.key) from None
+                raise ConfigError(exc.message, file=config_file, key=exc.key) from None
         try:
             ray.init(**options)
         except Exception as exc:  # ConnectionError, or Ray's own for a bad address
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(
                 f"cannot reach the Ray cluster at {shown}: {reason}",
-                file=self.graph.spec.file,
+                file=config_file,
                 key="pipeline.ray_address",
             ) from None
         nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -238,20 +237,17 @@ class RayShardRunner(ShardRunner):
         self._actor_class = ray.remote(ShardActor)
         log.info("ray: %s, %d nodes alive", shown, len(nodes))
 
-    def _context(self) -> Any:
-        return None
-
-    def _job(self, slot: Slot) -> ShardJob:
+    @staticmethod
+    def for_cluster(job: ShardJob) -> ShardJob:
         """The local shard's job, for another machine: no device (Ray gives the actor its
         GPUs), this process's working directory and the config's variables as set here."""
-        job = super()._job(slot)
         named = ENV_PATTERN.findall(" ".join((job.config_text, *job.overrides)))
         env = {name: os.environ[name] for name, _ in named if name in os.environ}
         return dataclasses.replace(job, device=None, cwd=os.getcwd(), env=env)
 
-    def _run_once(self, slot: Slot, context: Any) -> str:
+    def run_once(self, slot: Slot, job: ShardJob, mode: Mode, listener: Listener) -> str:
         ray = self._ray
-        job = self._job(slot)
+        job = self.for_cluster(job)
         wanted = self.settings.shard_resources
         actor = self._actor_class.options(
             num_cpus=wanted.num_cpus,
@@ -263,15 +259,16 @@ class RayShardRunner(ShardRunner):
             scheduling_strategy="SPREAD",
         ).remote()
         slot.process = actor
-        control = self._attach_control(slot, actor)
+        if mode.wants_control:
+            mode.controlled(slot, ActorConn(ray, actor))
         try:
-            where = ray.get(actor.start.remote(job, control), timeout=PLACE_S)
+            where = ray.get(actor.start.remote(job, mode.wants_control), timeout=PLACE_S)
         except ray.exceptions.GetTimeoutError:
-            self._kill_shard(slot)
-            self._shard_ended(slot)
+            self.kill(slot)
+            mode.ended(slot)
             return f"not placed within {PLACE_S:.0f} s: no node has {wanted.model_dump()}"
         except ray.exceptions.RayError as exc:
-            self._shard_ended(slot)
+            mode.ended(slot)
             return self._why_it_died(slot, exc)
         self._node_of[slot.index] = where["node_id"]
         slot.node = f"{where['ip']} ({where['node_id'][:8]})"
@@ -281,16 +278,16 @@ class RayShardRunner(ShardRunner):
             slot.node,
             where["pid"],
             f", GPUs {','.join(where['gpus'])}" if where["gpus"] else "",
-            ", ".join(self._nodes_of(slot)),
+            ", ".join(listener.names_of(slot)),
         )
-        if self.stop_requested.is_set():
-            self._stop_shard(slot)
+        if listener.stop_requested.is_set():
+            self.stop(slot)
         try:
-            return self._deliver(slot, actor)
+            return self._deliver(slot, actor, listener)
         finally:
-            self._shard_ended(slot)
+            mode.ended(slot)
 
-    def _deliver(self, slot: Slot, actor: Any) -> str:
+    def _deliver(self, slot: Slot, actor: Any, listener: Listener) -> str:
         """The shard's records until it is done (then ``done``) or its actor is gone."""
         ray = self._ray
         while True:
@@ -299,15 +296,11 @@ class RayShardRunner(ShardRunner):
             except ray.exceptions.RayError as exc:
                 return self._why_it_died(slot, exc)
             for message in batch:
-                done = self._handle(slot, message)
+                done = listener.handle(slot, message)
                 if done is not None:
                     slot.done = done
-                    self._kill_shard(slot)
+                    self.kill(slot)
                     return "done"
-
-    def _attach_control(self, slot: Slot, actor: Any) -> bool:
-        """Whether the shard gets a control channel (a service's shards do)."""
-        return False
 
     def _why_it_died(self, slot: Slot, exc: Exception) -> str:
         """``node lost`` when the shard's node is dead, else ``shard died``. The actor's death
@@ -324,20 +317,47 @@ class RayShardRunner(ShardRunner):
             if time.monotonic() >= waited:
                 break
             time.sleep(0.2)
-        self._kill_shard(slot)  # unreachable for now, perhaps not dead: it must not go on
+        self.kill(slot)  # unreachable for now, perhaps not dead: it must not go on
         first = (text.strip().splitlines() or [type(exc).__name__])[0]
         return f"shard died: {type(exc).__name__}: {first[:200]}"
 
-    def _stop_shard(self, slot: Slot) -> None:
+    def stop(self, slot: Slot) -> None:
         if slot.process is not None:
             try:
                 slot.process.stop.remote()
             except Exception:  # the actor is gone already: nothing to drain
                 log.debug("shard%d: stop not delivered", slot.index)
 
-    def _kill_shard(self, slot: Slot) -> None:
+    def kill(self, slot: Slot) -> None:
         if slot.process is not None:
             try:
                 self._ray.kill(slot.process, no_restart=True)
             except Exception:  # gone already
                 log.debug("shard%d: already gone", slot.index)
+
+    def ask_stacks(self, slot: Slot) -> None:
+        """An actor's stacks are in its worker's log (``ray logs``); none are asked for."""
+
+
+class ActorConn:
+    """The driver's end of a shard's control channel: a pipe end's ``send`` and ``recv``,
+    over the actor's methods. ``recv`` raises EOFError once the actor is gone, as a pipe does
+    once its process is."""
+
+    def __init__(self, ray: Any, actor: Any) -> None:
+        self._ray, self._actor = ray, actor
+        self._waiting: deque[tuple[Any, ...]] = deque()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        try:
+            self._actor.control_send.remote(message)
+        except Exception as exc:  # the actor handle is dead
+            raise OSError(f"the shard's actor is gone: {type(exc).__name__}") from None
+
+    def recv(self) -> tuple[Any, ...]:
+        while not self._waiting:
+            try:
+                self._waiting.extend(self._ray.get(self._actor.control_recv.remote(POLL_S)))
+            except self._ray.exceptions.RayError:
+                raise EOFError("the shard's actor is gone") from None
+        return self._waiting.popleft()

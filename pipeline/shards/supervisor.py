@@ -7,6 +7,10 @@ per source. A shard that dies is reported (``source_down`` for its sources), sta
 with them (a file resumes after the last frame delivered, a camera numbers on), and its
 sources come back with ``source_up``; after ``shard_restarts`` the run fails. The first
 Ctrl-C or SIGTERM is passed on to every shard, which drains as a single process would.
+
+The supervisor is composed, not subclassed: a transport starts and stops the shards (local
+processes, pipeline/shards/local.py, or Ray actors, pipeline/shards/ray_actors.py) and a mode
+says what they run (a run, or a service's streams: pipeline/serve/sharded.py).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
@@ -28,55 +31,40 @@ from vapipe.pipeline.outcome import (
     EXIT_USAGE,
     RunResult,
     exit_code_for,
-    exit_text,
     naming_node,
 )
-from vapipe.pipeline.shards.forkserver import ask_stacks, kill, shard_context, terminate
 from vapipe.pipeline.shards.ledger import Delivered, Ledger
+from vapipe.pipeline.shards.local import JOIN_S, LocalProcesses
 from vapipe.pipeline.shards.plan import partition
+from vapipe.pipeline.shards.roles import Done, Mode, RunMode, Slot, Transport
 from vapipe.pipeline.shards.stats import merge_stats
-from vapipe.pipeline.shards.worker import ShardJob, record_taps_of, run_shard
+from vapipe.pipeline.shards.worker import ShardJob, record_taps_of
 from vapipe.pipeline.stage import RecordSink, Stage, StageContext
 
 log = logging.getLogger(__name__)
 
-Done = tuple[int, str | None, dict[str, Any]]
-"""How a shard ended, as it said: exit code, error, stats."""
 _STACKS_S = 0.5  # for a hung shard to write its stacks before it is killed
-_JOIN_S = 10.0  # a shard that said "done" but does not exit is killed after this
-
-
-@dataclass
-class Slot:
-    index: int
-    sources: tuple[str, ...]
-    device: str | None
-    restarts: int = 0
-    process: Any = None
-    done: Done | None = None
-    thread: threading.Thread | None = None
-    added: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Streams a service added to this shard while it runs: id -> the request's body."""
-    node: str | None = None
-    """Where it runs, when that is not this machine (a cluster's node)."""
-    hung: bool = False
-    """Killed by this process for not draining after the stop."""
 
 
 class ShardRunner:
-    """Runs a graph as shards; ``run`` returns like :class:`Runner.run`."""
+    """Runs a graph as shards; ``run`` returns like :class:`Runner.run`. ``transport``
+    (default: local processes) starts them; ``mode`` (default: a run) says what they run."""
 
     def __init__(
         self,
         graph: Graph,
         count: int,
         *,
+        transport: Transport | None = None,
+        mode: Mode | None = None,
         overrides: tuple[str, ...] = (),
         max_frames: int | None = None,
         log_level: str = "info",
         log_format: str = "text",
     ) -> None:
         self.graph = graph
+        self.transport: Transport = transport or LocalProcesses()
+        self.mode: Mode = mode or RunMode()
         self.settings = graph.spec.settings
         self.overrides, self.max_frames = overrides, max_frames
         self.log_level, self.log_format = log_level, log_format
@@ -106,14 +94,28 @@ class ShardRunner:
     ) -> RunResult:
         """Like :meth:`Runner.run`; signals are the caller's to route to :meth:`on_signal`."""
         self._started_at = time.monotonic()
+        try:
+            self.transport.open(self.graph)
+        except ConfigError as exc:
+            self._error = exc
+            return self._result(EXIT_USAGE, started=False)
+        try:
+            return self._run(on_started)
+        finally:
+            self.transport.close()
+
+    @property
+    def slots(self) -> list[Slot]:
+        return self._slots
+
+    def _run(self, on_started: Callable[[ShardRunner], None] | None) -> RunResult:
         failed = self._open_sinks()
         if failed is not None:
             return self._result(failed, started=False)
         self._map_sources()
-        context = self._context()
         for slot in self._slots:
             slot.thread = threading.Thread(
-                target=self._supervise, args=(slot, context), name=f"shard{slot.index}"
+                target=self._supervise, args=(slot,), name=f"shard{slot.index}"
             )
             slot.thread.start()
         if on_started:
@@ -131,7 +133,7 @@ class ShardRunner:
         """The first SIGINT/SIGTERM drains every shard; a second kills them and exits."""
         if self.interrupted:
             for slot in self._slots:
-                self._kill_shard(slot)
+                self.transport.kill(slot)
             os._exit(EXIT_INTERRUPTED)
         self.interrupted = True
         self.request_stop(f"{signal.Signals(signum).name} (again to exit at once)")
@@ -142,7 +144,7 @@ class ShardRunner:
         log.info("stopping: %s", reason)
         self.stop_requested.set()
         for slot in self._slots:
-            self._stop_shard(slot)
+            self.transport.stop(slot)
 
     def progress(self) -> tuple[int, int | None]:
         return self.ledger.progress(), None
@@ -175,16 +177,16 @@ class ShardRunner:
 
     # -- one shard, from start to its end, restarts included ------------------------------
 
-    def _supervise(self, slot: Slot, context: Any) -> None:
+    def _supervise(self, slot: Slot) -> None:
         while True:
-            ended = self._run_once(slot, context)
+            ended = self.transport.run_once(slot, self._job(slot), self.mode, self)
             if slot.done is not None:
                 code, error, _ = slot.done
                 if error is not None:
                     self._fail(ConfigError(error) if code == EXIT_USAGE else PipelineError(error))
                 return
             what = "did not drain after the stop and was killed" if slot.hung else "died"
-            reason = f"shard {slot.index} ({', '.join(self._nodes_of(slot))}) {what} ({ended})"
+            reason = f"shard {slot.index} ({', '.join(self.names_of(slot))}) {what} ({ended})"
             self._sources_down(slot, reason)
             if self.stop_requested.is_set() or slot.restarts >= self.settings.shard_restarts:
                 self._fail(PipelineError(f"{reason}; restarted {slot.restarts} times, no more"))
@@ -197,66 +199,13 @@ class ShardRunner:
                 self.settings.shard_restarts,
             )
 
-    def _run_once(self, slot: Slot, context: Any) -> str:
-        """Run the shard once, delivering its records; how it ended (``slot.done``: it said)."""
-        reader, writer = context.Pipe(duplex=False)
-        job = self._job(slot)
-        extra = self._process_args(slot, context)
-        slot.process = context.Process(
-            target=run_shard, args=(job, writer, *extra), name=f"vapipe-shard{slot.index}"
-        )
-        slot.process.start()
-        writer.close()
-        for end in extra:
-            end.close()  # the child's ends: theirs now
-        log.info(
-            "shard%d (pid %d%s): %s",
-            slot.index,
-            slot.process.pid,
-            f", device {slot.device}" if slot.device else "",
-            ", ".join(self._nodes_of(slot)) or "no streams yet",
-        )
-        if self.stop_requested.is_set():
-            self._stop_shard(slot)
-        slot.done = self._read(slot, reader)
-        reader.close()
-        self._shard_ended(slot)
-        slot.process.join(_JOIN_S if slot.done else None)
-        if slot.process.is_alive():
-            kill(slot.process)
-            slot.process.join()
-        return exit_text(slot.process.exitcode)
-
-    def _context(self) -> Any:
-        return shard_context(self.graph)
-
-    def _stop_shard(self, slot: Slot) -> None:
-        """Ask the shard to drain (SIGTERM)."""
-        terminate(slot.process)
-
-    def _kill_shard(self, slot: Slot) -> None:
-        kill(slot.process)
-
-    def _ask_stacks(self, slot: Slot) -> None:
-        ask_stacks(slot.process)
-
-    def _process_args(self, slot: Slot, context: Any) -> tuple[Any, ...]:
-        """More arguments for the shard process (connections: closed here once it started)."""
-        return ()
-
-    def _shard_ended(self, slot: Slot) -> None:
-        """The shard's process has ended, or is about to (its pipe broke)."""
-
-    def _nodes_of(self, slot: Slot) -> tuple[str, ...]:
-        """The source nodes the shard runs."""
-        return slot.sources
-
-    def _other(self, slot: Slot, message: tuple[Any, ...]) -> None:
-        """A message from the shard that is not a record for the sinks."""
+    def names_of(self, slot: Slot) -> tuple[str, ...]:
+        """The source nodes the shard runs (a service's include the streams added to it)."""
+        return self.mode.names_of(slot)
 
     def _job(self, slot: Slot) -> ShardJob:
-        resume = self.ledger.resume(self._nodes_of(slot)) if slot.restarts else {}
-        return ShardJob(
+        resume = self.ledger.resume(self.names_of(slot)) if slot.restarts else {}
+        job = ShardJob(
             index=slot.index,
             config=self.graph.spec.file,
             config_text=self.graph.spec.text,
@@ -272,19 +221,9 @@ class ShardRunner:
             log_format=self.log_format,
             record_taps=self.record_taps,
         )
+        return self.mode.job(slot, job)
 
-    def _read(self, slot: Slot, reader: Any) -> Done | None:
-        """Deliver the shard's records until it says it is done (or its pipe breaks: None)."""
-        while True:
-            try:
-                message = reader.recv()
-            except Exception:  # EOF, or half a message from a process that was killed
-                return None
-            done = self._handle(slot, message)
-            if done is not None:
-                return done
-
-    def _handle(self, slot: Slot, message: tuple[Any, ...]) -> Done | None:
+    def handle(self, slot: Slot, message: tuple[Any, ...]) -> Done | None:
         """One message from a shard; the shard's end when it is the last."""
         kind = message[0]
         if kind == "frame":
@@ -296,7 +235,7 @@ class ShardRunner:
         elif kind == "done":
             return message[1], message[2], message[3]
         else:
-            self._other(slot, message)
+            self.mode.other(slot, message)
         return None
 
     def _deliver_frame(
@@ -322,13 +261,14 @@ class ShardRunner:
 
     def _sources_down(self, slot: Slot, reason: str) -> None:
         for source, record in self.ledger.went_down(
-            self._nodes_of(slot), slot.restarts + 1, reason
+            self.names_of(slot), slot.restarts + 1, reason
         ):
             self._write_all(source, record)
 
     def _write_all(self, source: Delivered, record: dict[str, Any]) -> None:
         for sink in source.sinks:
             self._write(sink, [record])
+        self.mode.delivered(record)
 
     def _write(self, sink: str, records: list[dict[str, Any]]) -> None:
         target = self._sinks.get(sink)
@@ -346,7 +286,7 @@ class ShardRunner:
     def _wait(self) -> None:
         deadline: float | None = None
         # The shards drain themselves within drain_timeout_s; this is the last resort.
-        grace = self.settings.drain_timeout_s + _JOIN_S
+        grace = self.settings.drain_timeout_s + JOIN_S
         while any(slot.thread and slot.thread.is_alive() for slot in self._slots):
             if self.stop_requested.is_set() and deadline is None:
                 deadline = time.monotonic() + grace
@@ -360,10 +300,10 @@ class ShardRunner:
                 )
                 for slot in hung:
                     slot.hung = True
-                    self._ask_stacks(slot)
+                    self.transport.ask_stacks(slot)
                 time.sleep(_STACKS_S)  # the shards write them on their own; a moment for it
                 for slot in self._slots:
-                    self._kill_shard(slot)
+                    self.transport.kill(slot)
                 deadline = float("inf")
             for slot in self._slots:
                 if slot.thread is not None:
@@ -395,6 +335,7 @@ class ShardRunner:
         children = [slot.done[2] if slot.done else {} for slot in self._slots]
         wall = self._wall_s or (time.monotonic() - self._started_at)
         stats = merge_stats(self.graph, shards, children, self._sinks, wall, started)
+        stats.update(self.transport.describe())
         stats["exit_code"] = code
         stats["error"] = str(self._error) if self._error else None
         return RunResult(code, self._error, stats)

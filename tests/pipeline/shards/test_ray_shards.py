@@ -9,12 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.shards.test_shards import CONFIG
-from vapipe.pipeline.config import parse
 from vapipe.pipeline.errors import ConfigError
-from vapipe.pipeline.graph import build
-from vapipe.pipeline.serve.ray_sharded import ActorConn
-from vapipe.pipeline.shards.ray_actors import ActorEnd, RayShardRunner, reach
+from vapipe.pipeline.shards.ray_actors import ActorConn, ActorEnd, RayActors, reach
 from vapipe.pipeline.shards.supervisor import Slot
 
 
@@ -34,7 +30,7 @@ class FakeRay:
 
 
 def test_a_shard_on_a_dead_node_was_lost_with_it_else_it_died() -> None:
-    runner = RayShardRunner(build(parse(CONFIG, "x.toml")), 2)
+    runner = RayActors()
     slot = Slot(1, ("b",), None, node="10.0.0.7 (9f2c41d0)")
     runner._node_of[1] = "9f2c41d0aa"
     error = RuntimeError("The actor died unexpectedly before finishing this task.\nmore")
