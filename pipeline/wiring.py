@@ -15,11 +15,10 @@ def bind_all(graph: Graph, stages: Mapping[str, Stage]) -> None:
     ``shares`` one (None where there is none). Called once, before any node opens."""
     shared = {name: stage.shares() for name, stage in stages.items()}
     for name in graph.order:
-        stage = stages.get(name)
-        if stage is None or stage.binds is None:
-            continue
-        near = graph.downstream_of(name) if stage.binds == "downstream" else graph.upstream_of(name)
-        stage.bind(next((shared[n] for n in near if shared.get(n) is not None), None))
+        stage = stages[name]
+        if stage.binds is not None:
+            near = {"downstream": graph.downstream_of, "upstream": graph.upstream_of}[stage.binds]
+            stage.bind(next((shared[n] for n in near(name) if shared[n] is not None), None))
 
 
 def context_for(

@@ -316,6 +316,11 @@ def run_module(module: str, tests: list[str], work: Path, commit: str) -> dict:
     config = work / (Path(module).stem + ".toml")
     session = config.with_suffix(".sqlite")
     command = test_command(tests)
+    # Tests that fail unmutated would "kill" every mutant: a kill rate of 1.0 that means nothing.
+    baseline = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    if baseline.returncode != 0:
+        tail = (baseline.stdout + baseline.stderr).strip().splitlines()[-3:]
+        sys.exit(f"tools/mutation.py: {module}'s tests fail unmutated: {' / '.join(tail)}")
     lines = _lines_of(module, PARTS[module]) if module in PARTS else None
     config.write_text(
         "[cosmic-ray]\n"

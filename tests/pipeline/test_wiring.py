@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import pytest
+
 from vapipe.pipeline.graph import Edge, Graph
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import Stage, StageConfig
@@ -97,6 +99,14 @@ def test_pixels_are_read_after_a_node_when_any_later_stage_reads_them() -> None:
     graph = graph_of(("first", "blind"), ("blind", "reader"))
     assert context_for(graph, both, "first").pixels_read_after  # two links on
     assert context_for(graph, both, "reader").pixels_read_after  # a leaf keeps them
+
+
+def test_the_graphs_facts_are_keywords_with_a_single_run_by_default() -> None:
+    cam = Stage("cam", StageConfig())
+    context = context_for(graph_of(("cam", "cam2")), {"cam": cam}, "cam")
+    assert (context.sources_in_run, list(context.source_ids)) == (1, [])
+    with pytest.raises(TypeError):
+        context_for(graph_of(("cam", "cam2")), {"cam": cam}, "cam", None, 3)  # type: ignore[misc]
 
 
 def test_a_node_added_like_another_gets_that_nodes_context() -> None:
