@@ -220,3 +220,47 @@ def test_an_nms_node_binds_only_to_a_model() -> None:
     nms = NmsStage("nms", NmsConfig())
     nms.bind(None)
     nms.bind(object())  # another node's object: nothing to hand over, no error
+
+
+def test_what_loading_found_is_read_only_and_a_new_model_is_not_loaded(onnx_file) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    from vapipe.stages.infer.model import ModelInput
+
+    model = Model("det", InferConfig(model=str(onnx_file)))
+    assert model.loaded is False and model.backend is None and model.close() == {}
+    seen = ModelInput(416, 416, "bgr", 1.0, "top-left", np.dtype(np.float32))
+    assert seen.rect is False  # square inputs unless rect is asked for and possible
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        seen.width = 640  # type: ignore[misc]
+
+
+def test_one_size_missing_is_as_bad_as_both(monkeypatch, onnx_file) -> None:  # type: ignore[no-untyped-def]
+    for shape in ([1, 3, "h", 416], [1, 3, 416, None]):
+        with pytest.raises(ConfigError, match="has no fixed size"):
+            loaded(monkeypatch, Fake(shape, YOLOX_416, {}), onnx_file)
+
+
+def test_on_the_cpu_the_head_goes_into_the_model_only_when_asked(monkeypatch, onnx_file) -> None:  # type: ignore[no-untyped-def]
+    shape = dict(shape=[1, 3, 416, 416], output=YOLOX_416, metadata={})
+    for wanted, expected in ((None, None), (True, HeadLayout(Family.YOLOX, 416, 416))):
+        backend = FakeOrt(**shape)
+        keys = {} if wanted is None else {"decode_on_device": wanted}
+
+        def load_backend(*args: Any, backend: FakeOrt = backend, **kwargs: Any) -> FakeOrt:
+            backend.head = kwargs["head"](backend.info, False)  # a CPU provider
+            return backend
+
+        monkeypatch.setattr(model_module, "load_backend", load_backend)
+        model = Model("det", InferConfig.model_validate({"model": str(onnx_file), **keys}))
+        assert model.load().head == expected
+
+
+def test_decode_on_device_false_keeps_the_decode_on_the_host_even_on_a_gpu(  # type: ignore[no-untyped-def]
+    monkeypatch, onnx_file
+) -> None:
+    backend = FakeTorch("cuda", shape=[1, 3, 416, 416], output=YOLOX_416, metadata={})
+    monkeypatch.setattr(model_module, "load_backend", lambda *a, **k: backend)
+    model = Model("det", InferConfig(model=str(onnx_file), decode_on_device=False))
+    NmsStage("nms", NmsConfig()).bind(model)
+    assert model.load().device_decoder is None and model.on_device is backend
