@@ -18,7 +18,7 @@ from vapipe.pipeline import lingering
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Message
-from vapipe.pipeline.graph import Graph, link_for
+from vapipe.pipeline.graph import Graph, link_for, source_type
 from vapipe.pipeline.metrics import StageMetrics
 from vapipe.pipeline.node import Node
 from vapipe.pipeline.queues import Aborted, Inbox
@@ -134,7 +134,7 @@ class ServiceRunner(Runner):
         stage = self._make_stage(name, spec)
         node = Node(stage, None, StageMetrics(name, spec.stage_cls.type_name))
         nodes = self.nodes()
-        source_ids = [*self.source_ids(), getattr(spec.config, "source_id", None) or name]
+        source_ids = [*self.source_ids(), source_type(spec).source_id_of(name, spec.config)]
         context = context_for(
             self.graph,
             {n: node.stage for n, node in nodes.items()},

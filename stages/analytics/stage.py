@@ -11,7 +11,7 @@ from typing import Any
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, FrameAnalytics, Message
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import Stage, StageContext
+from vapipe.pipeline.stage import Stage, StageConfig, StageContext
 from vapipe.pipeline.validation import suggest, validate
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.counting import SourceAnalytics
@@ -29,6 +29,11 @@ class AnalyticsStage(Stage):
     Config = AnalyticsConfig
     config: AnalyticsConfig
     needs_upstream = ("track",)
+    emitted = 0
+
+    def __init__(self, name: str, config: StageConfig) -> None:
+        super().__init__(name, config)
+        self.sources: dict[str, SourceAnalytics] = {}
 
     @classmethod
     def check_for_sources(cls, config: AnalyticsConfig, source_ids: Sequence[str]) -> None:
@@ -43,7 +48,7 @@ class AnalyticsStage(Stage):
                     )  # fmt: skip
 
     def open(self, context: StageContext) -> None:
-        self.sources: dict[str, SourceAnalytics] = {}
+        self.sources = {}
         self.emitted = 0
         # Geometry replaced for one source while it runs (run-pipeline serve), applied at its
         # next frame; taken from another thread.
@@ -137,8 +142,8 @@ class AnalyticsStage(Stage):
         return (message,)
 
     def stats(self) -> dict[str, Any]:
-        sources = getattr(self, "sources", {})
+        sources = self.sources
         return {
-            "events": getattr(self, "emitted", 0),
+            "events": self.emitted,
             "counts": {source: state.summary()["lines"] for source, state in sources.items()},
         }

@@ -58,6 +58,7 @@ class MotionStage(Stage):
 
     Config = MotionConfig
     config: MotionConfig
+    moving = still = 0
 
     def open(self, context: StageContext) -> None:
         self._previous: dict[str, np.ndarray] = {}
@@ -140,6 +141,6 @@ class MotionStage(Stage):
 
     def stats(self) -> dict[str, Any]:
         return {
-            "moving_frames": getattr(self, "moving", 0),
-            "still_frames": getattr(self, "still", 0),
+            "moving_frames": self.moving,
+            "still_frames": self.still,
         }

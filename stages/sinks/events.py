@@ -36,6 +36,8 @@ class EventsSink(PathSink):
     """Writes events as JSON lines; a killed run leaves only whole lines."""
 
     reads_pixels = False
+    lines = 0
+    _ran = False
 
     Config = EventsConfig
     config: EventsConfig
@@ -135,7 +137,7 @@ class EventsSink(PathSink):
         return ()
 
     def close(self) -> None:
-        if getattr(self, "_ran", False) and self._one_file() and not self._files:
+        if self._ran and self._one_file() and not self._files:
             with contextlib.suppress(OSError, ConfigError):  # a run without one event
                 self._file("")
         for handle in self._files.values():
@@ -145,4 +147,4 @@ class EventsSink(PathSink):
         self._files.clear()
 
     def stats(self) -> dict[str, Any]:
-        return {"lines": getattr(self, "lines", 0)}
+        return {"lines": self.lines}

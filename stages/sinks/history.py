@@ -53,6 +53,8 @@ class HistorySink(Stage):
 
     Config = HistoryConfig
     config: HistoryConfig
+    kept = 0
+    _thread: threading.Thread | None = None
 
     @classmethod
     def files_written(cls, config: HistoryConfig, source_ids: Sequence[str]) -> list[str | Names]:
@@ -116,11 +118,11 @@ class HistorySink(Stage):
         return (message,)
 
     def close(self) -> None:
-        thread = getattr(self, "_thread", None)
+        thread = self._thread
         if thread is not None:
             self._queue.put(None)
             thread.join()
             self.store.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"kept": getattr(self, "kept", 0)}
+        return {"kept": self.kept}

@@ -21,7 +21,7 @@ from pydantic import Field, SecretStr
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.events.outbox import Outbox, Reachability
+from vapipe.stages.events.outbox import Reachability
 from vapipe.stages.events.records import Record, to_json
 from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
@@ -72,6 +72,9 @@ class MqttSink(OutboxSink):
 
     Config = MqttConfig
     config: MqttConfig
+    published = acked = reconnects = connects = invalid = 0
+    unacknowledged: int | None = None
+    """Set when it closes: what the broker never acknowledged."""
 
     @classmethod
     def check_for_sources(cls, config: MqttConfig, source_ids: Sequence[str]) -> None:
@@ -87,7 +90,6 @@ class MqttSink(OutboxSink):
         cfg = self.config
         topic_for(cfg.topic, "s", "e")
         self._paho = paho
-        self.outbox = Outbox(cfg.outbox_size)
         self.published = self.acked = self.reconnects = self.connects = self.invalid = 0
         self._unacked_since: float | None = None  # monotonic, while published > acked
         self.reach = Reachability(self.name, f"mqtt://{cfg.host}:{cfg.port}")
@@ -193,7 +195,7 @@ class MqttSink(OutboxSink):
         return topic_for(self.config.topic, record["source_id"], record["event"]), to_json(record)
 
     def close(self) -> None:
-        if not hasattr(self, "client"):
+        if self._sender is None:
             return
         drained = self.outbox.wait_empty(self.config.drain_s)
         self._closing.set()
@@ -220,16 +222,18 @@ class MqttSink(OutboxSink):
             time.sleep(0.02)
 
     def stats(self) -> dict[str, Any]:
-        outbox = getattr(self, "outbox", None)
+        outbox = self.outbox
+        unacknowledged = self.unacknowledged
+        if unacknowledged is None:  # still running: what is in flight now
+            unacknowledged = self.in_flight() if self._sender is not None else 0
         return {
-            "published": getattr(self, "published", 0),
-            "acknowledged": getattr(self, "acked", 0),
-            "dropped": (outbox.dropped if outbox is not None else 0) + getattr(self, "invalid", 0),
-            "unpublishable": getattr(self, "invalid", 0),
-            "undelivered": (len(outbox) if outbox is not None else 0)
-            + getattr(self, "unacknowledged", self.in_flight() if outbox is not None else 0),
-            "outbox_high_water": outbox.high_water if outbox is not None else 0,
-            "reconnects": getattr(self, "reconnects", 0),
+            "published": self.published,
+            "acknowledged": self.acked,
+            "dropped": outbox.dropped + self.invalid,
+            "unpublishable": self.invalid,
+            "undelivered": len(outbox) + unacknowledged,
+            "outbox_high_water": outbox.high_water,
+            "reconnects": self.reconnects,
         }
 
 

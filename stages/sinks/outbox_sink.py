@@ -48,6 +48,12 @@ class OutboxSink(Stage):
     config: OutboxConfig
     outbox: Outbox
     writes_records = True
+    _sender: Any = None
+    """The thread that sends (a ``threading.Thread``), once open: None before."""
+
+    def __init__(self, name: str, config: StageConfig) -> None:
+        super().__init__(name, config)
+        self.outbox = Outbox(self.config.outbox_size)
 
     def prepare(self, record: Record) -> Any:
         """What goes into the outbox for ``record`` (by default the record itself)."""

@@ -96,6 +96,10 @@ class VideoSink(PathSink):
     Config = VideoConfig
     config: VideoConfig
 
+    def __init__(self, name: str, config: StageConfig) -> None:
+        super().__init__(name, config)
+        self.written: dict[str, int] = {}
+
     @classmethod
     def check_for_sources(cls, config: VideoConfig, source_ids: Sequence[str]) -> None:
         """One video file cannot hold several sources: said before the run, not at the second
@@ -125,7 +129,7 @@ class VideoSink(PathSink):
     def open(self, context: StageContext) -> None:
         self._recorders: dict[str, Recorder] = {}
         self._trails: dict[str, Trails] = {}
-        self.written: dict[str, int] = {}
+        self.written = {}
         # An image extension: annotated pictures instead of a video.
         self._pictures = Path(self.config.path).suffix.lower() in IMAGE_SUFFIXES
         for names in self.files_written(self.config, context.source_ids or ["source"]):
@@ -240,4 +244,4 @@ class VideoSink(PathSink):
             raise PipelineError("finishing video failed: " + "; ".join(errors))
 
     def stats(self) -> dict[str, Any]:
-        return {"frames_written": dict(getattr(self, "written", {}))}
+        return {"frames_written": dict(self.written)}

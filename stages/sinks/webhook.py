@@ -23,7 +23,7 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.events.http_post import Answer, Endpoint
-from vapipe.stages.events.outbox import Outbox, Reachability
+from vapipe.stages.events.outbox import Reachability
 from vapipe.stages.events.records import Record, to_json
 from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
@@ -84,13 +84,15 @@ class WebhookSink(OutboxSink):
 
     Config = WebhookConfig
     config: WebhookConfig
+    endpoint: Endpoint
+    shown_url: str | None = None
+    posts = delivered = failures = rejected = 0
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
         url, headers = _request_for(cfg)
         self.endpoint = Endpoint(url, headers, cfg.timeout_s)
         self.shown_url = mask_credentials(cfg.url)
-        self.outbox = Outbox(cfg.outbox_size)
         self.reach = Reachability(self.name, self.shown_url)
         self.posts = self.delivered = self.failures = self.rejected = 0
         self._refusals: set[int] = set()
@@ -170,7 +172,7 @@ class WebhookSink(OutboxSink):
         self.reach.failing(reason, waiting)
 
     def close(self) -> None:
-        if not hasattr(self, "outbox"):
+        if self._sender is None:
             return
         self._deadline = time.monotonic() + self.config.drain_s
         self.outbox.wait_empty(self.config.drain_s)
@@ -186,16 +188,16 @@ class WebhookSink(OutboxSink):
             )
 
     def stats(self) -> dict[str, Any]:
-        outbox = getattr(self, "outbox", None)
-        endpoint = getattr(self, "endpoint", None)
+        outbox = self.outbox
+        endpoint = self.endpoint if self._sender is not None else None
         return {
-            "url": getattr(self, "shown_url", None),
-            "posts": getattr(self, "posts", 0),
-            "delivered": getattr(self, "delivered", 0),
-            "failed_posts": getattr(self, "failures", 0),
-            "rejected": getattr(self, "rejected", 0),
-            "dropped": outbox.dropped if outbox is not None else 0,
-            "undelivered": len(outbox) if outbox is not None else 0,
+            "url": self.shown_url,
+            "posts": self.posts,
+            "delivered": self.delivered,
+            "failed_posts": self.failures,
+            "rejected": self.rejected,
+            "dropped": outbox.dropped,
+            "undelivered": len(outbox),
             "connections": endpoint.connections if endpoint is not None else 0,
         }
 
