@@ -16,7 +16,7 @@ import shapely
 from bench.accuracy.clips import Clip
 from bench.accuracy.score import Box
 from vapipe.pipeline.detections import Detections
-from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.pipeline.frame import Frame, Motion, StreamInfo
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import compile_geometry
 from vapipe.stages.analytics.stage import AnalyticsStage
@@ -76,7 +76,7 @@ def _tracked(
         frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
         if seq < len(still) and still[seq]:
             frame.predicted = True
-            frame.meta["still"] = True
+            frame.motion = Motion(still=True)
         elif not schedule.due(frame):
             frame.predicted = True
         else:
