@@ -30,6 +30,10 @@ class Detections:
     suppressed: bool = False
     """True when non-maximum suppression has already happened (end-to-end heads do it in
     the model); NMS then only filters by score."""
+    attributes: np.ndarray | None = None
+    """object, N: per detection, what models run on the object found (a dict per detection:
+    node name -> its result, e.g. a label and a score), once a node has set any. Selected with
+    the detections, so each dict stays with its box; written into the events."""
 
     def __post_init__(self) -> None:
         count = len(self.score)
@@ -41,6 +45,10 @@ class Detections:
             raise ValueError(f"class_id: expected shape ({count},), got {self.class_id.shape}")
         if self.track_id is not None and self.track_id.shape != (count,):
             raise ValueError(f"track_id: expected shape ({count},), got {self.track_id.shape}")
+        if self.attributes is not None and self.attributes.shape != (count,):
+            raise ValueError(
+                f"attributes: expected shape ({count},), got {self.attributes.shape}"
+            )
 
     @classmethod
     def empty(cls, names: Sequence[str] = ()) -> Detections:
@@ -59,7 +67,18 @@ class Detections:
             score=self.score[index],
             class_id=self.class_id[index],
             track_id=None if self.track_id is None else self.track_id[index],
+            attributes=None if self.attributes is None else self.attributes[index],
         )
+
+    def with_attributes(self, index: int, node: str, value: Any) -> Detections:
+        """A copy where detection ``index`` carries ``value`` under ``node`` (the others keep
+        theirs): what a model run on that object found."""
+        attributes = np.empty(len(self), dtype=object)
+        for k in range(len(self)):
+            held = self.attributes[k] if self.attributes is not None else None
+            attributes[k] = dict(held) if held else {}
+        attributes[index][node] = value
+        return self.replace(attributes=attributes)
 
     def tracked(self) -> np.ndarray:
         """Which detections carry a track id (a tracker marks the others -1)."""
@@ -86,5 +105,7 @@ class Detections:
             }
             if self.track_id is not None:
                 record["track_id"] = int(self.track_id[index])
+            if self.attributes is not None and self.attributes[index]:
+                record["attributes"] = dict(self.attributes[index])
             records.append(record)
         return records

@@ -1,0 +1,63 @@
+"""The detections container's room for what models run on each object found: the attributes
+stay with their boxes through any selection, are checked for length, are copied (never shared)
+when one is added, and reach the frame event only where there are any, as the schema says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.events_schema import assert_valid_events
+from vapipe.pipeline.detections import Detections
+
+
+def three() -> Detections:
+    xyxy = np.array([[0, 0, 10, 10], [5, 5, 20, 20], [30, 30, 40, 50]], np.float32)
+    score = np.array([0.9, 0.5, 0.7], np.float32)
+    return Detections(xyxy, score, np.array([0, 2, 0], np.int32), ("person", "bicycle", "car"))
+
+
+def test_an_attribute_stays_with_its_box_through_masks_and_indices() -> None:
+    dets = three().with_attributes(2, "colour", {"label": "red", "score": 0.8})
+    assert [dict(a) for a in dets.attributes] == [{}, {}, {"colour": {"label": "red",  # type: ignore[union-attr]
+                                                                      "score": 0.8}}]  # fmt: skip
+    kept = dets[np.array([True, False, True])]
+    assert kept.attributes is not None and kept.attributes[1] == {
+        "colour": dets.attributes[2]["colour"]
+    }  # type: ignore[index]
+    best = dets[np.argsort(-dets.score)]  # 0.9, 0.7 (the red one), 0.5
+    assert best.attributes is not None
+    assert best.attributes[1] == {"colour": {"label": "red", "score": 0.8}}
+    assert dets[np.array([], np.int64)].attributes is not None
+
+
+def test_adding_one_copies_and_keeps_the_others() -> None:
+    first = three().with_attributes(0, "face", {"name": "ana", "similarity": 0.71})
+    second = first.with_attributes(0, "colour", {"label": "blue"}).with_attributes(1, "colour", 1)
+    assert first.attributes is not None and first.attributes[0] == {
+        "face": {"name": "ana", "similarity": 0.71}}  # fmt: skip
+    assert second.attributes is not None
+    assert second.attributes[0] == {"face": {"name": "ana", "similarity": 0.71},
+                                    "colour": {"label": "blue"}}  # fmt: skip
+    assert second.attributes[1] == {"colour": 1} and second.attributes[2] == {}
+    assert three().attributes is None  # none until a node sets one
+
+
+def test_attributes_of_another_length_are_refused() -> None:
+    dets = three()
+    with pytest.raises(ValueError, match=r"attributes: expected shape \(3,\), got \(2,\)"):
+        dets.replace(attributes=np.empty(2, dtype=object))
+
+
+def test_the_event_carries_attributes_only_where_there_are_any() -> None:
+    dets = three().with_attributes(1, "colour", {"label": "red", "score": 0.8})
+    records = dets.to_records()
+    assert "attributes" not in records[0] and "attributes" not in records[2]
+    assert records[1]["attributes"] == {"colour": {"label": "red", "score": 0.8}}
+    assert "attributes" not in three().to_records()[1]
+    event = {"event": "frame", "source_id": "cam", "seq": 0, "pts": 0.0,
+             "time": "2026-12-05T00:00:00.000Z", "detections": records}  # fmt: skip
+    assert_valid_events([event])
+    event["detections"][1]["attributes"] = "red"  # not an object: the schema says no
+    with pytest.raises(AssertionError, match=r"breaks docs/events\.schema\.json"):
+        assert_valid_events([event])
