@@ -195,7 +195,11 @@ MODULES: dict[str, list[str]] = {
         "tests/pipeline/test_wiring.py",
         "tests/stages/preprocess/test_release_pixels.py",
     ],
-    "stages/boxes.py": ["tests/stages/test_nms.py", "tests/stages/track/test_association.py"],
+    "stages/boxes.py": [
+        "tests/stages/test_boxes.py",
+        "tests/stages/test_nms.py",
+        "tests/stages/track/test_association.py",
+    ],
     "stages/track/stage.py": [
         "tests/stages/track/test_coast.py",
         "tests/stages/track/test_backtrace.py",
