@@ -201,6 +201,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/track/test_association.py",
     ],
     "stages/track/stage.py": [
+        "tests/stages/track/test_track_stage.py",
         "tests/stages/track/test_coast.py",
         "tests/stages/track/test_backtrace.py",
         "tests/stages/track/test_bytetrack.py",
