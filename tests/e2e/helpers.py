@@ -68,14 +68,19 @@ def wait_for(
         if predicate():
             return
         time.sleep(0.05)
-    if isinstance(log, Path):
-        log = read_lines(log)
+    if isinstance(log, Path):  # all of it, a last line without its newline too
+        log = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
     tail = "\n" + "".join(f"{line.rstrip()}\n" for line in log[-40:]) if log else ""
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{tail}")
 
 
 def read_lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    """The whole lines of a file another process may be writing: a line is whole once its
+    newline is there (the last one may be half written as it is read)."""
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return text[: text.rfind("\n") + 1].splitlines()
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
