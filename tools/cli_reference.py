@@ -14,17 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vapipe.pipeline.cli.main import SUBCOMMANDS
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "docs" / "cli.md"
-COMMANDS = (
-    ("run-pipeline", []),
-    ("run-pipeline serve", ["serve"]),
-    ("run-pipeline models", ["models"]),
-    ("run-pipeline models quantize", ["models", "quantize"]),
-    ("run-pipeline fetch", ["fetch"]),
-    ("run-pipeline stages", ["stages"]),
-    ("run-pipeline doctor", ["doctor"]),
-)
+NESTED = {"models": ["quantize"]}
+"""Sub-subcommands with options of their own, shown after their command."""
+COMMANDS = [("run-pipeline", [])] + [
+    (" ".join(["run-pipeline", *words]), words)
+    for name in SUBCOMMANDS
+    for words in ([name], *([name, sub] for sub in NESTED.get(name, ())))
+]
+"""Every command ``run-pipeline --help`` lists (a new one is in this page by itself)."""
 
 
 def help_of(args: list[str]) -> str:

@@ -148,7 +148,7 @@ class Model:
         info = backend.info
         width, height = self._input_size(info)
         self.family = self._family(info.output_shape, info.metadata, width, height)
-        self.names = tuple(class_names(info.metadata, cfg.names_file))
+        self.names = class_names(info.metadata, cfg.names_file)
         self.head = backend.head if isinstance(backend, DecodesInModel) else None
         self.on_device = backend if isinstance(backend, RunsOnDevice) else None
         self.device_decoder = self._device_decoder(backend, width, height)

@@ -12,7 +12,6 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
-from vapipe.stages.infer.backends.base import Backend
 from vapipe.stages.infer.config import InferConfig
 from vapipe.stages.infer.graph_decode import candidates_from_rows
 from vapipe.stages.infer.heads import decode
@@ -46,10 +45,6 @@ class InferStage(BatchStage):
 
     def open(self, context: StageContext) -> None:
         self.model.load()
-
-    @property
-    def backend(self) -> Backend | None:
-        return self.model.backend
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
         # A frame a motion node flagged still is skipped (the tracker holds its tracks).

@@ -98,7 +98,6 @@ class VideoSource(SourceStage):
     def open(self, context: StageContext) -> None:
         cfg = self.config
         self.decode_threads = cfg.decode_threads or decoder_share(context.sources_in_run)
-        self.source_id = cfg.source_id or self.name
         self.live = self.is_live(cfg)
         self.spec = spec_of(cfg)
         self.display_uri = mask_credentials(self.spec.file)

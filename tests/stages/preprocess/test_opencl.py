@@ -202,7 +202,7 @@ def test_detections_agree_between_backends(device, model: str) -> None:
                 tensor, box = stage.tensor(image) if name == "numpy" else stage.opencl.tensor(image)
                 (found,) = decode(
                     infer.model.family,
-                    infer.backend.run(tensor[None]),
+                    infer.model.backend.run(tensor[None]),
                     infer.model.input.width,
                     infer.model.input.height,
                     infer.model.names,
