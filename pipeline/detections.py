@@ -8,7 +8,7 @@ final detections (in frame pixels, after NMS and tracking): select with ``dets[m
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +46,7 @@ class Detections:
         if self.track_id is not None and self.track_id.shape != (count,):
             raise ValueError(f"track_id: expected shape ({count},), got {self.track_id.shape}")
         if self.attributes is not None and self.attributes.shape != (count,):
-            raise ValueError(
-                f"attributes: expected shape ({count},), got {self.attributes.shape}"
-            )
+            raise ValueError(f"attributes: expected shape ({count},), got {self.attributes.shape}")
 
     @classmethod
     def empty(cls, names: Sequence[str] = ()) -> Detections:
@@ -73,11 +71,19 @@ class Detections:
     def with_attributes(self, index: int, node: str, value: Any) -> Detections:
         """A copy where detection ``index`` carries ``value`` under ``node`` (the others keep
         theirs): what a model run on that object found."""
+        return self.with_attributes_of(node, {index: value})
+
+    def with_attributes_of(self, node: str, values: Mapping[int, Any]) -> Detections:
+        """A copy where each detection ``index`` of ``values`` carries its value under
+        ``node``; the others, and every other node's results, are kept."""
+        if not values:
+            return self
         attributes = np.empty(len(self), dtype=object)
         for k in range(len(self)):
             held = self.attributes[k] if self.attributes is not None else None
             attributes[k] = dict(held) if held else {}
-        attributes[index][node] = value
+        for index, value in values.items():
+            attributes[index][node] = value
         return self.replace(attributes=attributes)
 
     def tracked(self) -> np.ndarray:

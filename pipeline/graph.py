@@ -144,6 +144,8 @@ def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> None:
     for src, dst in pairs:
         feeders.setdefault(dst, []).append(src)
     for name, node in spec.nodes.items():
+        for other in node.stage_cls.reads_results_of(node.config):
+            _check_reads(spec, feeders, name, other)
         needed = node.stage_cls.needs_upstream
         if not needed:
             continue
@@ -160,10 +162,30 @@ def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> None:
                 wanted = " or ".join(f"'{kind}'" for kind in needed)
                 raise spec.error(
                     f"needs a {wanted} node before it, on the way from source '{current}' "
-                    f"(e.g. links = [\"... ! nms ! {needed[0]} ! {name}\"])",
+                    f'(e.g. links = ["... ! nms ! {needed[0]} ! {name}"])',
                     node=name,
                 )
             stack.extend(feeders[current])
+
+
+def _check_reads(spec: ConfigSpec, feeders: dict[str, list[str]], name: str, other: str) -> None:
+    """Node ``name`` reads what node ``other`` wrote into the detections: ``other`` exists
+    and comes before it on every path from a source."""
+    if other not in spec.nodes:
+        raise spec.error(f"reads the results of node '{other}', which does not exist", node=name)
+    stack, seen = list(feeders.get(name, [])), set()
+    while stack:
+        current = stack.pop()
+        if current in seen or current == other:
+            continue
+        seen.add(current)
+        if current not in feeders:
+            raise spec.error(
+                f"reads the results of node '{other}', which is not on its way from source "
+                f"'{current}' (link ... ! {other} ! ... ! {name})",
+                node=name,
+            )
+        stack.extend(feeders[current])
 
 
 def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:

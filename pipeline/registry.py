@@ -24,7 +24,10 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "vapipe.stages"
 BUILTIN_TYPES = {
     "analytics": "vapipe.stages.analytics.stage",
+    "classify": "vapipe.stages.objects.kinds",
     "clips": "vapipe.stages.sinks.clips",
+    "detect_inside": "vapipe.stages.objects.kinds",
+    "embed": "vapipe.stages.objects.kinds",
     "events": "vapipe.stages.sinks.events",
     "history": "vapipe.stages.sinks.history",
     "infer": "vapipe.stages.infer.stage",

@@ -165,6 +165,17 @@ class Stage:
         """What this node shares with the nodes bound to it (its model), or None."""
         return None
 
+    def binds_to(self) -> str | None:
+        """The node, by name, whose shared object this one is bound to instead of the nearest
+        (an embed node's ``on``: the detect_inside node whose boxes it reads)."""
+        return None
+
+    @classmethod
+    def reads_results_of(cls, config: Any) -> tuple[str, ...]:
+        """Nodes whose results this node reads from the detections' attributes: each must come
+        before it on every path from a source (checked when the graph is built)."""
+        return ()
+
     def bind(self, shared: object | None) -> None:
         """The object of the node this one is bound to (see ``binds``), None where no node in
         that direction shares one. Called once, before ``open``."""

@@ -16,7 +16,10 @@ def bind_all(graph: Graph, stages: Mapping[str, Stage]) -> None:
     shared = {name: stage.shares() for name, stage in stages.items()}
     for name in graph.order:
         stage = stages[name]
-        if stage.binds is not None:
+        named = stage.binds_to()
+        if named is not None:
+            stage.bind(shared.get(named))
+        elif stage.binds is not None:
             near = {"downstream": graph.downstream_of, "upstream": graph.upstream_of}[stage.binds]
             stage.bind(next((shared[n] for n in near(name) if shared[n] is not None), None))
 

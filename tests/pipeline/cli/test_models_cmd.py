@@ -18,7 +18,10 @@ def test_list_names_every_model_with_its_licence_and_place(
 ) -> None:
     assert main(["models", "list"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    assert [row.split()[0] for row in rows] == ["yolox-nano", "yolov8n", "yolov8n-int8"]
+    from vapipe.pipeline.assets import manifest_entries
+
+    assert [row.split()[0] for row in rows] == list(manifest_entries("models"))
+    assert rows[3].split()[0] == "yunet" and "MIT" in rows[4]
     assert "Apache-2.0" in rows[0] and "AGPL-3.0" in rows[1]
     assert rows[0].endswith(str(ASSETS / "models" / "yolox_nano.onnx"))
 

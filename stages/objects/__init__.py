@@ -1,0 +1,1 @@
+"""Models run on the objects a tracker carries: classify, detect inside, embed."""

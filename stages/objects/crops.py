@@ -1,0 +1,121 @@
+"""From an object's box to a model input: the part of the box and its margin, fitted to the
+model's size in one affine warp (crop and resize at once), then scaled and normalised.
+
+The warp's matrix maps frame pixels to input pixels; its inverse maps boxes a model found in
+the crop back to the frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import cv2
+import numpy as np
+
+Fit = Literal["letterbox", "square", "stretch"]
+PAD = 114
+"""The grey the letterbox pads with (as the detectors' letterbox)."""
+
+
+@dataclass(frozen=True)
+class CropRule:
+    """Which pixels of a box become the model's input, and how they are fitted."""
+
+    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    margin: float = 0.0
+    fit: Fit = "letterbox"
+
+
+@dataclass(frozen=True)
+class Normalise:
+    """``(pixel * scale - mean) / std`` in the channel order ``color``."""
+
+    color: Literal["rgb", "bgr"]
+    scale: float
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+    def apply(self, crops: np.ndarray) -> np.ndarray:
+        """N x H x W x 3 uint8 BGR -> float32 in the model's channel order, normalised."""
+        out = crops.astype(np.float32)
+        if self.color == "rgb":
+            out = out[..., ::-1]
+        out *= np.float32(self.scale)
+        if any(self.mean):
+            out -= np.asarray(self.mean, np.float32)
+        if any(value != 1 for value in self.std):
+            out /= np.asarray(self.std, np.float32)
+        return np.ascontiguousarray(out)
+
+
+def crop_box(box: np.ndarray, rule: CropRule) -> np.ndarray:
+    """The frame rectangle (x1, y1, x2, y2, float) to crop for an object's box."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    width, height = x2 - x1, y2 - y1
+    rx1, ry1, rx2, ry2 = rule.region
+    x1, x2 = x1 + rx1 * width, x1 + rx2 * width
+    y1, y2 = y1 + ry1 * height, y1 + ry2 * height
+    width, height = x2 - x1, y2 - y1
+    x1, x2 = x1 - rule.margin * width, x2 + rule.margin * width
+    y1, y2 = y1 - rule.margin * height, y2 + rule.margin * height
+    if rule.fit == "square":
+        side = max(x2 - x1, y2 - y1)
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+        x1, x2, y1, y2 = cx - side / 2, cx + side / 2, cy - side / 2, cy + side / 2
+    return np.array([x1, y1, x2, y2], np.float64)
+
+
+def warp_matrix(rect: np.ndarray, size: tuple[int, int], fit: Fit) -> np.ndarray:
+    """2 x 3: frame pixels -> input pixels of a ``size`` (width, height) input, the rectangle
+    filling it (``stretch``, ``square``) or fitted in its middle (``letterbox``)."""
+    width, height = size
+    x1, y1, x2, y2 = rect
+    crop_w, crop_h = max(x2 - x1, 1e-6), max(y2 - y1, 1e-6)
+    scale_x, scale_y = width / crop_w, height / crop_h
+    offset_x = offset_y = 0.0
+    if fit == "letterbox":
+        scale_x = scale_y = min(scale_x, scale_y)
+        offset_x = (width - crop_w * scale_x) / 2
+        offset_y = (height - crop_h * scale_y) / 2
+    # Pixel centres: OpenCV maps input pixel centre (i + 0.5) from frame (x + 0.5).
+    return np.array(
+        [
+            [scale_x, 0.0, offset_x - x1 * scale_x + 0.5 * scale_x - 0.5],
+            [0.0, scale_y, offset_y - y1 * scale_y + 0.5 * scale_y - 0.5],
+        ],
+        np.float64,
+    )
+
+
+def cut(image: np.ndarray, matrix: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The input-sized crop (H x W x 3 uint8) of ``image`` through ``matrix``; what lies
+    outside the frame is grey."""
+    return cv2.warpAffine(
+        image,
+        matrix,
+        size,
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=(PAD, PAD, PAD),
+    )
+
+
+def to_frame(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """xyxy boxes in input pixels -> frame pixels (the inverse of ``matrix``, which has no
+    rotation), as float32."""
+    scale = np.array([matrix[0, 0], matrix[1, 1]] * 2)
+    # Corners, not pixel centres: the half-pixel terms of the warp cancel out.
+    shift = np.array([matrix[0, 2], matrix[1, 2]] * 2) - 0.5 * scale + 0.5
+    return ((boxes - shift) / scale).astype(np.float32)
+
+
+def points_to_frame(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """... x 2 points in input pixels -> frame pixels."""
+    return to_frame(np.concatenate([points, points], axis=-1), matrix)[..., :2]
+
+
+def touches_edge(box: np.ndarray, width: int, height: int, slack: float = 1.0) -> bool:
+    """Whether the box reaches the frame's border (part of the object is outside)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return x1 <= slack or y1 <= slack or x2 >= width - slack or y2 >= height - slack

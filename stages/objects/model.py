@@ -1,0 +1,216 @@
+"""A model run on object crops: its file made ready for the backends (one output, a fixed
+input size), its input conventions, and one batched call for any number of crops.
+
+The backends run a model's first output. A model with several outputs that belong together
+(YuNet: cls, obj, bbox and kps per stride; UltraFace: scores and boxes) gets them joined into
+one tensor by a Concat appended to its graph, so every backend (ONNX Runtime's providers,
+torch) runs it unchanged, batched as the detector is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vapipe.pipeline.assets import model_entry, resolve_model
+from vapipe.pipeline.errors import ConfigError
+from vapipe.stages.infer.backends import load_backend
+from vapipe.stages.infer.backends.base import Backend
+from vapipe.stages.objects.config import ObjectModelConfig
+from vapipe.stages.objects.crops import Normalise
+from vapipe.stages.objects.outputs import head_of
+
+log = logging.getLogger(__name__)
+
+JOINED = "vapipe_joined"
+"""The name of the one output a joined model gets."""
+JOINS: dict[str, list[list[str]]] = {
+    # per stride: score parts, box, landmarks -> (B, anchors of that stride, 16); then strides
+    "yunet": [
+        [f"{part}_{stride}" for part in ("cls", "obj", "bbox", "kps")] for stride in (8, 16, 32)
+    ],
+    "ultraface": [["scores", "boxes"]],
+}
+"""Heads whose outputs are joined: groups concatenated on the last axis, then the groups on
+the anchor axis."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The file a backend loads, and what was done to it."""
+
+    path: str
+    joined: str | None
+    """The head whose outputs were joined, if any."""
+    input_shape: tuple[int, ...]
+    """The input's shape without the batch (C, H, W or H, W, C)."""
+
+
+def output_names(path: str) -> list[str]:
+    import onnx
+
+    return [output.name for output in onnx.load(path, load_external_data=False).graph.output]
+
+
+def prepare(path: str, head: str | None, size: list[int] | None, folder: str) -> Prepared:
+    """``path`` as a backend can run it: the outputs of ``head`` joined (see ``JOINS``), and
+    a symbolic input height and width fixed to ``size`` (width, height). Unchanged models
+    are loaded from where they are."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(path)
+    graph = model.graph
+    initializers = {init.name for init in graph.initializer}
+    first = next(value for value in graph.input if value.name not in initializers)
+    dims = first.type.tensor_type.shape.dim
+    changed = False
+    if len(dims) == 4 and any(not dim.HasField("dim_value") for dim in dims[1:]):
+        if size is None:
+            raise ConfigError(
+                f"model {Path(path).name} has no fixed input size ({_shape(dims)}): set "
+                "input_size = [width, height]",
+                key="input_size",
+            )
+        channels_last = dims[3].HasField("dim_value") and dims[3].dim_value == 3
+        height_at, width_at = (1, 2) if channels_last else (2, 3)
+        for at, value in ((height_at, size[1]), (width_at, size[0])):
+            dims[at].ClearField("dim_param")
+            dims[at].dim_value = value
+        del graph.value_info[:]
+        changed = True
+    joined = None
+    groups = JOINS.get(head or "")
+    if groups:
+        names = {output.name for output in graph.output}
+        missing = sorted({name for group in groups for name in group} - names)
+        if missing:
+            raise ConfigError(
+                f"model {Path(path).name} lacks the {head} outputs {', '.join(missing)} "
+                f"(has {', '.join(sorted(names))})",
+                key="head",
+            )
+        parts = []
+        for index, group in enumerate(groups):
+            part = f"{JOINED}_{index}"
+            graph.node.append(helper.make_node("Concat", group, [part], axis=2))
+            parts.append(part)
+        graph.node.append(helper.make_node("Concat", parts, [JOINED], axis=1))
+        del graph.output[:]
+        graph.output.append(helper.make_tensor_value_info(JOINED, TensorProto.FLOAT, None))
+        joined, changed = head, True
+    shape = tuple(dim.dim_value for dim in dims[1:])
+    if not changed:
+        return Prepared(path, None, shape)
+    target = os.path.join(folder, Path(path).stem + ".prepared.onnx")
+    onnx.save(model, target)
+    return Prepared(target, joined, shape)
+
+
+def _shape(dims: Any) -> str:
+    return "x".join(dim.dim_param or str(dim.dim_value) for dim in dims)
+
+
+class ObjectModel:
+    """The model of one node: loaded once, at open; ``run`` takes crops, gives outputs."""
+
+    def __init__(self, node: str, config: ObjectModelConfig, head: str | None = None) -> None:
+        self.node, self.config = node, config
+        self.head = head
+        """The detect head whose outputs are joined (``yunet``, ``ultraface``), if any."""
+        self.backend: Backend | None = None
+        self._folder: str | None = None
+
+    path: Path
+    joined: str | None = None
+    """The head whose outputs were joined into one, if any."""
+    size: tuple[int, int]
+    """The model's input (width, height)."""
+    channels_last: bool
+    normalise: Normalise
+    metadata: dict[str, str]
+    entry: dict[str, Any]
+
+    def load(self) -> ObjectModel:
+        cfg = self.config
+        self.path = resolve_model(cfg.model)
+        self.entry = model_entry(cfg.model)
+        self._folder = tempfile.mkdtemp(prefix="vapipe-objects-")
+        size = cfg.input_size or self.entry.get("input_size")
+        head = self.head
+        if head == "auto":  # a face head shows in the output names; else one output is read
+            head = head_of(output_names(str(self.path)), None)
+        prepared = prepare(str(self.path), head, size, self._folder)
+        self.joined = prepared.joined
+        self.channels_last = self._layout(prepared.input_shape)
+        c_h_w = prepared.input_shape
+        height, width = c_h_w[:2] if self.channels_last else c_h_w[1:]
+        self.size = (int(width), int(height))
+        self.normalise = self._normalise()
+        self.backend = load_backend(prepared.path, self.node, cfg.backend, cfg.max_batch)
+        self.metadata = dict(self.backend.info.metadata)
+        log.info(
+            "%s: %s (%dx%d %s, %s) on %s",
+            self.node,
+            self.path.name,
+            self.size[0],
+            self.size[1],
+            "NHWC" if self.channels_last else "NCHW",
+            self.normalise.color,
+            self.backend.device,
+        )
+        return self
+
+    def _layout(self, shape: tuple[int, ...]) -> bool:
+        wanted = self.config.input.layout
+        if len(shape) != 3:
+            raise ConfigError(
+                f"model {self.path.name} takes a {len(shape) + 1}-dimensional input; a picture "
+                "model takes N x C x H x W or N x H x W x C",
+                key="model",
+            )
+        if wanted != "auto":
+            return wanted == "nhwc"
+        return shape[2] == 3 and shape[0] != 3
+
+    def _normalise(self) -> Normalise:
+        given = self.config.input
+        preset = self.entry.get("input", {})
+        scale = given.scale or preset.get("scale") or 1 / 255
+        return Normalise(
+            color=given.color or preset.get("color") or "rgb",
+            scale=float(scale),
+            mean=tuple(given.mean or preset.get("mean") or (0.0, 0.0, 0.0)),
+            std=tuple(given.std or preset.get("std") or (1.0, 1.0, 1.0)),
+        )
+
+    def tensor(self, crops: np.ndarray) -> np.ndarray:
+        """N x H x W x 3 uint8 BGR crops -> the model's input batch."""
+        batch = self.normalise.apply(crops)
+        if not self.channels_last:
+            batch = np.ascontiguousarray(batch.transpose(0, 3, 1, 2))
+        return batch
+
+    def run(self, crops: np.ndarray) -> np.ndarray:
+        """The model's (first or joined) output for N crops, N x ..."""
+        if self.backend is None:
+            raise RuntimeError(f"{self.node}: the model is not loaded")
+        return np.asarray(self.backend.run(self.tensor(crops)), np.float32)
+
+    def close(self) -> dict[str, Any]:
+        backend, self.backend = self.backend, None
+        stats = backend.stats() if backend is not None else {}
+        if backend is not None:
+            backend.close()
+        if self._folder:
+            for name in os.listdir(self._folder):
+                os.unlink(os.path.join(self._folder, name))
+            os.rmdir(self._folder)
+            self._folder = None
+        return stats

@@ -1,0 +1,271 @@
+"""The base of the nodes that run a model on tracked objects (after ``track``): which objects
+of each frame are due (``memory``), their crops cut and sent to the model in one call for
+the whole batch of frames, each attempt's vote recorded, and every object's held result
+written into its detection's ``attributes`` on every frame.
+
+A kind (``kinds.py``) says what the output means (``votes``) and what an object carries
+(``attribute``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vapipe.pipeline.assets import Kind, model_entry
+from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
+from vapipe.stages.objects.config import ObjectModelConfig
+from vapipe.stages.objects.crops import CropRule, crop_box, cut, touches_edge, warp_matrix
+from vapipe.stages.objects.memory import ObjectMemory, Result, Rules, Vote
+from vapipe.stages.objects.model import ObjectModel
+
+log = logging.getLogger(__name__)
+
+COUNTERS = ("crops", "model_calls", "too_small", "at_edge", "deferred", "failed", "results")
+"""What ``--stats`` and ``/metrics`` count per node: crops sent to the model, calls made,
+objects skipped (too small, at the frame's edge), deferred by ``max_crops_per_s``, crops that
+failed, results that came to hold."""
+
+
+@dataclass
+class Job:
+    """One crop on its way to the model."""
+
+    frame: int
+    """Index in the batch."""
+    index: int
+    """The detection's index in its frame."""
+    key: tuple[str, int]
+    """(source id, track id)."""
+    box: np.ndarray
+    """The object's box (frame pixels) the crop was cut around."""
+    matrix: np.ndarray
+    """Frame -> input pixels."""
+    area: float
+    pts: float
+
+
+class RateCap:
+    """At most ``per_s`` crops a second (wall time), in bursts of up to one second's worth."""
+
+    def __init__(self, per_s: float) -> None:
+        self.per_s = per_s
+        self._tokens = max(per_s, 1.0)
+        self._at = time.monotonic()
+
+    def take(self) -> bool:
+        if self.per_s <= 0:
+            return True
+        now = time.monotonic()
+        self._tokens = min(max(self.per_s, 1.0), self._tokens + (now - self._at) * self.per_s)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
+class ObjectModelStage(BatchStage):
+    """Runs a model on the objects a tracker carries; see ``kinds`` for the node types."""
+
+    Config: ClassVar[type[StageConfig]] = ObjectModelConfig
+    config: ObjectModelConfig
+    needs_upstream = ("track",)
+    joined_head: ClassVar[str | None] = None
+
+    def __init__(self, name: str, config: StageConfig) -> None:
+        super().__init__(name, config)
+        cfg = self.config
+        self.model = ObjectModel(name, cfg, head=self.head_to_join())
+        self.max_batch = cfg.max_batch
+        self.batch_timeout_s = cfg.batch_timeout_ms / 1000.0
+        x1, y1, x2, y2 = cfg.region
+        self.rule = CropRule((x1, y1, x2, y2), cfg.margin, cfg.fit)
+        self.memory = ObjectMemory(
+            Rules(
+                cfg.attempts, cfg.retry_s, cfg.reinfer_s, cfg.grow, self.vote_threshold(),
+                cfg.min_attempts, cfg.agree,
+            )
+        )  # fmt: skip
+        self.counts: Counter[str] = Counter({name: 0 for name in COUNTERS})
+        self._cap = RateCap(cfg.max_crops_per_s)
+        self._lock = threading.Lock()  # the model loads once, whichever node asks first
+
+    # -- the graph ----------------------------------------------------------------------
+
+    @classmethod
+    def assets_needed(cls, config: ObjectModelConfig) -> list[tuple[Kind, str]]:
+        return [("models", config.model)] if model_entry(config.model) else []
+
+    @classmethod
+    def reads_results_of(cls, config: Any) -> tuple[str, ...]:
+        return (config.on,) if config.on else ()
+
+    def vote_threshold(self) -> float:
+        """The score an attempt needs to vote (``threshold``)."""
+        return self.config.threshold
+
+    def head_to_join(self) -> str | None:
+        """The head whose outputs the model file gets joined (a detect kind's face head)."""
+        return None
+
+    def loaded_model(self) -> ObjectModel:
+        """The model, loaded on first call (a node bound to this one may ask before it
+        opens: nodes open downstream first)."""
+        with self._lock:
+            if self.model.backend is None:
+                self.model.load()
+                self.loaded()
+        return self.model
+
+    def loaded(self) -> None:
+        """Called once the model is loaded: a kind reads what it says of itself."""
+
+    def open(self, context: StageContext) -> None:
+        self.loaded_model()
+
+    # -- per batch ----------------------------------------------------------------------
+
+    def process_batch(self, items: list[Frame]) -> list[Frame]:
+        jobs: list[Job] = []
+        crops: list[np.ndarray] = []
+        objects: list[dict[int, tuple[tuple[str, int], np.ndarray]]] = []
+        for position, frame in enumerate(items):
+            found = self._objects(frame)
+            objects.append(found)
+            if frame.detections is None:
+                continue
+            self.memory.sweep(frame.source_id, frame.pts)
+            if frame.predicted:  # the boxes are the tracker's guesses: no attempt on them
+                continue
+            for index, (key, box) in found.items():
+                job = self._job(frame, position, index, key, box)
+                if job is None:
+                    continue
+                try:
+                    crops.append(cut(frame.image, job.matrix, self.model.size))
+                except Exception as exc:  # one bad crop never stops the others
+                    self.counts["failed"] += 1
+                    log.debug("%s: crop of %s failed: %s", self.name, key, exc)
+                    continue
+                jobs.append(job)
+        if jobs:
+            outputs = self.model.run(np.stack(crops))
+            self.counts["crops"] += len(jobs)
+            self.counts["model_calls"] += 1
+            for job, vote in zip(jobs, self.votes(outputs, jobs), strict=True):
+                if self.memory.record(job.key, job.pts, job.area, vote) is not None:
+                    self.counts["results"] += 1
+        for frame, found in zip(items, objects, strict=True):
+            self._apply(frame, found)
+        return items
+
+    def _objects(self, frame: Frame) -> dict[int, tuple[tuple[str, int], np.ndarray]]:
+        """Detection index -> (object key, box to crop) of the frame's objects this node
+        runs on: tracked ones of ``on_classes``, or with ``on``, their best box of that
+        node."""
+        dets = frame.detections
+        if dets is None or dets.track_id is None or not len(dets):
+            return {}
+        wanted = self.config.on_classes
+        on = self.config.on
+        found = {}
+        for index, track_id in enumerate(dets.track_id.tolist()):
+            if track_id < 0:
+                continue
+            if wanted is not None and dets.class_name(int(dets.class_id[index])) not in wanted:
+                continue
+            box: Any = dets.xyxy[index]
+            if on is not None:
+                held = dets.attributes[index] if dets.attributes is not None else None
+                boxes = (held or {}).get(on, {}).get("boxes") if held else None
+                if not boxes:
+                    continue
+                box = np.asarray(boxes[0]["xyxy"], np.float32)
+            found[index] = ((frame.source_id, track_id), box)
+        return found
+
+    def _job(
+        self, frame: Frame, position: int, index: int, key: tuple[str, int], box: np.ndarray
+    ) -> Job | None:
+        width = float(box[2] - box[0])
+        height = float(box[3] - box[1])
+        area = max(width, 0.0) * max(height, 0.0)
+        if not self.memory.due(key, frame.pts, area):
+            return None
+        if min(width, height) < self.config.min_size:
+            self.counts["too_small"] += 1
+            return None
+        frame_h, frame_w = frame.shape[:2]
+        if self.config.skip_at_edge and touches_edge(box, frame_w, frame_h):
+            self.counts["at_edge"] += 1
+            return None
+        if not self._cap.take():
+            self.counts["deferred"] += 1
+            return None
+        matrix = self.matrix_for(frame, index, box)
+        return Job(position, index, key, box, matrix, area, frame.pts)
+
+    def matrix_for(self, frame: Frame, index: int, box: np.ndarray) -> np.ndarray:
+        """Frame -> input pixels for this object's crop (a kind may align it otherwise)."""
+        return self.matrix_for_box(box)
+
+    def matrix_for_box(self, box: np.ndarray) -> np.ndarray:
+        """Frame -> input pixels for a crop of ``box`` by the node's crop rule."""
+        rect = crop_box(box, self.rule)
+        return warp_matrix(rect, self.model.size, self.rule.fit)
+
+    def _apply(self, frame: Frame, found: dict[int, tuple[tuple[str, int], np.ndarray]]) -> None:
+        if frame.detections is None or not found:
+            return
+        values = {}
+        for index, (key, box) in found.items():
+            result = self.memory.result(key)
+            if result is not None:
+                values[index] = self.attribute(result, box)
+        frame.detections = frame.detections.with_attributes_of(self.name, values)
+
+    # -- what a kind says ---------------------------------------------------------------
+
+    def votes(self, outputs: np.ndarray, jobs: list[Job]) -> list[Vote]:
+        """One vote per crop, from the model's outputs (N x ...)."""
+        raise NotImplementedError
+
+    def attribute(self, result: Result, box: np.ndarray) -> dict[str, Any]:
+        """What the object's detection carries under this node's name, for an object whose
+        result holds, now at ``box``."""
+        raise NotImplementedError
+
+    # -- run ----------------------------------------------------------------------------
+
+    def handle_message(self, message: Message) -> tuple[Message]:
+        if message.kind == "source_removed":
+            self.memory.forget_source(message.source_id)
+        return (message,)
+
+    def counters(self) -> dict[str, int]:
+        """The counts of ``COUNTERS`` so far."""
+        return dict(self.counts)
+
+    _last_stats: dict[str, Any] = {}
+
+    def close(self) -> None:
+        if self.model.backend is not None:
+            self._last_stats = self.model.close()
+
+    def stats(self) -> dict[str, Any]:
+        backend = self.model.backend
+        cfg = self.config
+        return {
+            **(backend.stats() if backend is not None else self._last_stats),
+            **self.counts,
+            "objects": len(self.memory.objects),
+            "most_calls_per_object": self.memory.most_calls,
+            "attempts_per_round": cfg.attempts,
+        }
