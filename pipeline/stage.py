@@ -78,6 +78,16 @@ class PacketConsumer(Protocol):
 
 
 @runtime_checkable
+class Counting(Protocol):
+    """A stage that counts what it did beyond frames (crops sent to a model, objects skipped):
+    ``--stats`` and ``/metrics`` show each count."""
+
+    def counters(self) -> dict[str, int]:
+        """Counter name -> its count since the stage opened."""
+        ...
+
+
+@runtime_checkable
 class SourceStatus(Protocol):
     """A source that tells the service how its stream is doing."""
 

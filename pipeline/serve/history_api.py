@@ -107,6 +107,7 @@ def history_routes(graph: Graph) -> list[Route]:
             type=params.get("type") or None,
             line=params.get("line") or None,
             zone=params.get("zone") or None,
+            attribute=params.get("attribute") or None,
             since=instant(params.get("since"), "since"),
             until=instant(params.get("until"), "until"),
             limit=int(limit),

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from vapipe.pipeline.metrics import BUCKETS_S, Histogram
 from vapipe.pipeline.node import Node
+from vapipe.pipeline.stage import Counting
 
 STATES = ("opening", "running", "reconnecting", "down", "stopping")
 SHARD_STAGE = ["node", "shard", "stage"]
@@ -50,6 +51,7 @@ def snapshot(nodes: dict[str, Node]) -> dict[str, Any]:
                 (link.name, len(link), link.stats.dropped)
                 for link in (node.inbox.links if node.inbox is not None else ())
             ],
+            "counters": node.stage.counters() if isinstance(node.stage, Counting) else {},
         }
     return {"stages": stages, "gpu_memory_bytes": gpu_memory()}
 
@@ -77,6 +79,12 @@ class ServiceCollector(Collector):
         drops = CounterMetricFamily(
             "vapipe_queue_dropped", "Items a leaky link dropped.", labels=["node", "shard", "link"]
         )
+        counted = CounterMetricFamily(
+            "vapipe_stage_counted",
+            "What a stage counted beyond frames (a model on objects: crops, model_calls, "
+            "too_small, at_edge, deferred, failed, results).",
+            labels=[*SHARD_STAGE, "counter"],
+        )
         gpu = GaugeMetricFamily(
             "vapipe_gpu_memory_bytes",
             "GPU memory a process holds (torch).",
@@ -90,12 +98,14 @@ class ServiceCollector(Collector):
                 processing.add_metric([*at, name], _buckets(counts), total_s)
                 for source, (counts, total_s) in stage["latency"].items():
                     latency.add_metric([*at, name, source], _buckets(counts), total_s)
+                for counter, value in stage.get("counters", {}).items():
+                    counted.add_metric([*at, name, counter], value)
                 for link, waiting, dropped in stage["links"]:
                     depth.add_metric([*at, link], waiting)
                     drops.add_metric([*at, link], dropped)
             if taken["gpu_memory_bytes"] is not None:
                 gpu.add_metric(at, taken["gpu_memory_bytes"])
-        yield from (frames, processing, latency, depth, drops, gpu)
+        yield from (frames, processing, latency, depth, drops, counted, gpu)
 
         streams = service.streams()
         yield GaugeMetricFamily("vapipe_streams", "Streams the service runs.", value=len(streams))

@@ -25,7 +25,7 @@ MAX_COORDINATE = 1e6
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=MAX_COORDINATE)]
 """Finite, and within a million pixels of the frame: anything else is a typo."""
 Point = list[Coordinate]
-SUMMARY_KEYS = frozenset({"by_class"})
+SUMMARY_KEYS = frozenset({"by_class", "by_attribute"})
 """Keys of a line's counts beside its two direction labels."""
 
 

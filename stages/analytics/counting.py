@@ -3,6 +3,7 @@ entries, exits, dwell and crowding, as events; counts and occupancy as a summary
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,9 @@ class TrackMemory:
     birth: Birth | None = None
     """Where it was first seen, if the detector had skipped frames before: until its second
     sighting tells how it moves."""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """Node -> what a model run on the object last said of it (its label, its name), as the
+    detection carried it: every event of the track carries it."""
 
 
 @dataclass
@@ -89,7 +93,10 @@ class SourceAnalytics:
         names = [tracked.class_name(c) for c in tracked.class_id.tolist()]
         unseen_s = self._unseen_s(pts, predicted)
         gone: dict[int, np.ndarray] | None = None  # shared by this frame's births
-        for track_id, name, box in zip(ids, names, tracked.xyxy, strict=True):
+        held = tracked.attributes
+        for position, (track_id, name, box) in enumerate(
+            zip(ids, names, tracked.xyxy, strict=True)
+        ):
             memory = self.tracks.get(track_id)
             if memory is None:
                 memory = self.tracks[track_id] = TrackMemory(name, pts)
@@ -104,6 +111,8 @@ class SourceAnalytics:
                 memory.last_seen = pts
                 if not predicted and memory.birth is not None:
                     self._seen_moving(memory, box, pts)
+            if held is not None and held[position]:
+                memory.attributes.update(held[position])
         events: list[Event] = []
         if predicted:
             self._skipped = True
@@ -117,15 +126,22 @@ class SourceAnalytics:
         events.extend(self._forget(pts))
         for zone in self.zones:
             events.extend(self._crowding(zone))
+        for event in events:
+            track_id = event.get("track_id")
+            memory = self.tracks.get(track_id) if isinstance(track_id, int) else None
+            if memory is not None and memory.attributes and "attributes" not in event:
+                event["attributes"] = shown(memory.attributes)
         return events
 
     def summary(self) -> dict[str, Any]:
-        """Running counts per line (per direction and class) and occupancy per zone."""
+        """Running counts per line (per direction and class, and per label a model on the
+        objects gave) and occupancy per zone."""
         return {
             "lines": {
                 line.config.name: {
                     **line.totals(),
                     "by_class": {label: dict(c) for label, c in line.counts.items()},
+                    **({"by_attribute": _by_attribute(line)} if line.by_attribute else {}),
                 }
                 for line in self.lines
             },
@@ -152,6 +168,11 @@ class SourceAnalytics:
             if self._crossed(memory, key, distance, position, size):
                 label = line.config.in_label if distance > 0 else line.config.out_label
                 line.counts[label][name] += 1
+                for node, value in memory.attributes.items():
+                    tag = _tag(value)
+                    if tag is not None:
+                        counts = line.by_attribute.setdefault(node, {}).setdefault(tag, Counter())
+                        counts[label] += 1
                 events.append(
                     {
                         "event": "line_cross",
@@ -293,7 +314,10 @@ class SourceAnalytics:
             memory = self.tracks.pop(track_id)
             for zone in self.zones:
                 if track_id in zone.members:
-                    events.append(self._exit(zone, track_id, memory.class_name, pts, "lost"))
+                    event = self._exit(zone, track_id, memory.class_name, pts, "lost")
+                    if memory.attributes:
+                        event["attributes"] = shown(memory.attributes)
+                    events.append(event)
         return events
 
     def _crowding(self, zone: Zone) -> list[Event]:
@@ -327,6 +351,32 @@ def _where_crossed(last: tuple[float, float], distance: float, position: float) 
     the last point off the line on the side left, to this one crosses it."""
     before, at = last
     return at + (position - at) * before / (before - distance)
+
+
+def _tag(value: Any) -> str | None:
+    """The label (classify) or name (embed with a gallery) a node's result counts under."""
+    if isinstance(value, dict):
+        tag = value.get("label", value.get("name"))
+        return tag if isinstance(tag, str) else None
+    return None
+
+
+def shown(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A track's attributes as its events carry them: without vectors (long, and on every
+    frame event already where asked for)."""
+    return {
+        node: (
+            {k: v for k, v in value.items() if k != "vector"} if isinstance(value, dict) else value
+        )
+        for node, value in attributes.items()
+    }
+
+
+def _by_attribute(line: Line) -> dict[str, dict[str, dict[str, int]]]:
+    return {
+        node: {tag: dict(counts) for tag, counts in tags.items()}
+        for node, tags in line.by_attribute.items()
+    }
 
 
 def _zone_event(kind: str, track_id: int, class_name: str, zone: str) -> Event:

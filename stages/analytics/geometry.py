@@ -45,6 +45,8 @@ class Line:
     end: np.ndarray
     anchor: Anchor
     counts: dict[str, Counter[str]] = field(default_factory=dict)
+    by_attribute: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
+    """Node -> label (or name) a model on the objects gave -> direction -> crossings."""
 
     def __post_init__(self) -> None:
         self.counts = {self.config.in_label: Counter(), self.config.out_label: Counter()}

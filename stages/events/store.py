@@ -67,6 +67,9 @@ class Query:
     type: str | None = None
     line: str | None = None
     zone: str | None = None
+    attribute: str | None = None
+    """A label or name a model on the objects gave (``taxi``, ``alice``), any node's, or
+    ``NODE:VALUE`` for one node's (``faceid:alice``)."""
     since: float | None = None
     until: float | None = None
     limit: int = 100
@@ -204,6 +207,14 @@ def _filters(query: Query) -> tuple[list[str], list[Any]]:
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
+    if query.attribute is not None:
+        node, _, value = query.attribute.rpartition(":")
+        where.append(
+            "EXISTS (SELECT 1 FROM json_each(record, '$.attributes') AS a WHERE "
+            "(json_extract(a.value, '$.label') = ? OR json_extract(a.value, '$.name') = ?)"
+            + (" AND a.key = ?)" if node else ")")
+        )
+        args.extend([value, value, *([node] if node else [])])
     if query.since is not None:
         where.append("time >= ?")
         args.append(query.since)

@@ -39,11 +39,19 @@ def draw_detections(
         track = -1 if detections.track_id is None else int(detections.track_id[index])
         color = class_color(track if track >= 0 else class_id)
         cv2.rectangle(canvas, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
+        held = detections.attributes[index] if detections.attributes is not None else None
+        for value in (held or {}).values():  # boxes a model found inside the object
+            for inner in value.get("boxes", ()) if isinstance(value, dict) else ():
+                a, b, c, d = (round(float(v)) for v in inner["xyxy"])
+                cv2.rectangle(canvas, (a, b), (c, d), color, max(1, thickness - 1), cv2.LINE_AA)
         if not labels:
             continue
         text = f"{detections.class_name(class_id)} {detections.score[index]:.2f}"
         if track >= 0:
             text = f"#{track} {text}"
+        tags = attribute_tags(held)
+        if tags:
+            text = f"{text} {tags}"
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
         top = max(y1 - th - base - 2, 0)
         cv2.rectangle(canvas, (x1, top), (x1 + tw + 4, top + th + base + 2), color, cv2.FILLED)
@@ -58,6 +66,17 @@ def draw_detections(
             cv2.LINE_AA,
         )
     return canvas
+
+
+def attribute_tags(attributes: dict[str, object] | None) -> str:
+    """What models on the object said, as a box's label shows it: labels and names."""
+    tags = []
+    for value in (attributes or {}).values():
+        if isinstance(value, dict):
+            tag = value.get("label", value.get("name"))
+            if isinstance(tag, str):
+                tags.append(tag)
+    return " ".join(tags)
 
 
 def draw_trails(canvas: np.ndarray, trails: dict[int, list[tuple[int, int]]]) -> None:

@@ -110,9 +110,10 @@ class ObjectMemory:
         elapsed = pts - state.last_try  # negative: the stream started again (a loop)
         return elapsed < 0 or elapsed >= rules.retry_s - 1e-9
 
-    def record(self, key: Any, pts: float, area: float, vote: Vote) -> Result | None:
-        """An attempt's outcome; returns the result when this attempt made it hold."""
-        rules = self.rules
+    def reserve(self, key: Any, pts: float, area: float) -> None:
+        """An attempt on ``key`` is made on this frame (its vote comes with ``record``, once
+        the batch's model call is done): counted now, so that the object's later frames in
+        the same batch are not tried again."""
         state = self.objects.get(key)
         if state is None:
             state = self.objects[key] = ObjectState(round_start=pts, seen=pts)
@@ -120,11 +121,17 @@ class ObjectMemory:
         state.calls += 1
         self.most_calls = max(self.most_calls, state.calls)
         state.last_try, state.best_area = pts, max(state.best_area, area)
+
+    def record(self, key: Any, vote: Vote) -> Result | None:
+        """A reserved attempt's outcome; returns the result when it made one hold."""
+        state = self.objects.get(key)
+        if state is None:  # forgotten meanwhile
+            return None
         state.votes.append(vote)
         held = self._holds(state.votes)
         if held is not None:
             state.result, state.ended = held, True
-        elif state.tries >= rules.attempts:
+        elif len(state.votes) >= self.rules.attempts:
             state.ended = True
         return held
 

@@ -160,7 +160,7 @@ class ObjectModelStage(BatchStage):
             self.counts["crops"] += len(jobs)
             self.counts["model_calls"] += 1
             for job, vote in zip(jobs, self.votes(outputs, jobs), strict=True):
-                if self.memory.record(job.key, job.pts, job.area, vote) is not None:
+                if self.memory.record(job.key, vote) is not None:
                     self.counts["results"] += 1
         for frame, found in zip(items, objects, strict=True):
             self._apply(frame, found)
@@ -210,6 +210,7 @@ class ObjectModelStage(BatchStage):
             self.counts["deferred"] += 1
             return None
         matrix = self.matrix_for(frame, index, box)
+        self.memory.reserve(key, frame.pts, area)
         return Job(position, index, key, box, matrix, area, frame.pts)
 
     def matrix_for(self, frame: Frame, index: int, box: np.ndarray) -> np.ndarray:
