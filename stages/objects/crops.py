@@ -88,10 +88,24 @@ def warp_matrix(rect: np.ndarray, size: tuple[int, int], fit: Fit) -> np.ndarray
     )
 
 
-def cut(image: np.ndarray, matrix: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+Window = tuple[int, int, int, int]
+"""Where in the input a crop's pixels go (x1, y1, x2, y2): the rest is padding."""
+
+
+def window_of(rect: np.ndarray, matrix: np.ndarray, size: tuple[int, int]) -> Window:
+    """The input pixels the rectangle ``rect`` fills through ``matrix`` (a letterbox fills
+    less than the input)."""
+    x1, y1, x2, y2 = to_input(np.asarray(rect, np.float64)[None], matrix)[0]
+    width, height = size
+    return (max(0, round(x1)), max(0, round(y1)), min(width, round(x2)), min(height, round(y2)))
+
+
+def cut(
+    image: np.ndarray, matrix: np.ndarray, size: tuple[int, int], window: Window | None = None
+) -> np.ndarray:
     """The input-sized crop (H x W x 3 uint8) of ``image`` through ``matrix``; what lies
-    outside the frame is grey."""
-    return cv2.warpAffine(
+    outside the frame, and outside ``window`` if given, is grey."""
+    crop = cv2.warpAffine(
         image,
         matrix,
         size,
@@ -99,6 +113,19 @@ def cut(image: np.ndarray, matrix: np.ndarray, size: tuple[int, int]) -> np.ndar
         borderMode=cv2.BORDER_CONSTANT,
         borderValue=(PAD, PAD, PAD),
     )
+    if window is not None and window != (0, 0, *size):
+        x1, y1, x2, y2 = window
+        padded = np.full_like(crop, PAD)
+        padded[y1:y2, x1:x2] = crop[y1:y2, x1:x2]
+        return padded
+    return crop
+
+
+def to_input(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """xyxy boxes in frame pixels -> input pixels (corners)."""
+    scale = np.array([matrix[0, 0], matrix[1, 1]] * 2)
+    shift = np.array([matrix[0, 2], matrix[1, 2]] * 2) - 0.5 * scale + 0.5
+    return boxes * scale + shift
 
 
 def to_frame(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:

@@ -21,7 +21,15 @@ from vapipe.pipeline.assets import Kind, model_entry
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
 from vapipe.stages.objects.config import ObjectModelConfig
-from vapipe.stages.objects.crops import CropRule, crop_box, cut, touches_edge, warp_matrix
+from vapipe.stages.objects.crops import (
+    CropRule,
+    Window,
+    crop_box,
+    cut,
+    touches_edge,
+    warp_matrix,
+    window_of,
+)
 from vapipe.stages.objects.memory import ObjectMemory, Result, Rules, Vote
 from vapipe.stages.objects.model import ObjectModel
 
@@ -47,6 +55,8 @@ class Job:
     """The object's box (frame pixels) the crop was cut around."""
     matrix: np.ndarray
     """Frame -> input pixels."""
+    window: Window | None
+    """The input pixels the crop fills (a letterbox pads the rest)."""
     area: float
     pts: float
 
@@ -149,7 +159,7 @@ class ObjectModelStage(BatchStage):
                 if job is None:
                     continue
                 try:
-                    crops.append(cut(frame.image, job.matrix, self.model.size))
+                    crops.append(cut(frame.image, job.matrix, self.model.size, job.window))
                 except Exception as exc:  # one bad crop never stops the others
                     self.counts["failed"] += 1
                     log.debug("%s: crop of %s failed: %s", self.name, key, exc)
@@ -210,8 +220,11 @@ class ObjectModelStage(BatchStage):
             self.counts["deferred"] += 1
             return None
         matrix = self.matrix_for(frame, index, box)
+        window = None
+        if self.rule.fit == "letterbox":
+            window = window_of(crop_box(box, self.rule), matrix, self.model.size)
         self.memory.reserve(key, frame.pts, area)
-        return Job(position, index, key, box, matrix, area, frame.pts)
+        return Job(position, index, key, box, matrix, window, area, frame.pts)
 
     def matrix_for(self, frame: Frame, index: int, box: np.ndarray) -> np.ndarray:
         """Frame -> input pixels for this object's crop (a kind may align it otherwise)."""
