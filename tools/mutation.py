@@ -29,6 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "tools/results"
 
 MODULES: dict[str, list[str]] = {
+    "stages/objects/memory.py": ["tests/stages/objects/test_memory.py"],
+    "stages/objects/crops.py": ["tests/stages/objects/test_crops.py"],
+    "stages/objects/gallery.py": ["tests/stages/objects/test_gallery.py"],
     "stages/events/outbox.py": ["tests/stages/events/test_outbox.py"],
     "pipeline/serve/event_hub.py": ["tests/pipeline/serve/test_event_hub.py"],
     "pipeline/shards/ledger.py": ["tests/pipeline/shards/test_shard_ledger.py"],
