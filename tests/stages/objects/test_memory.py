@@ -96,3 +96,17 @@ def test_a_stream_that_starts_again_is_not_stuck_behind_its_old_times() -> None:
     memory = ObjectMemory(Rules(attempts=3, retry_s=0.5, min_attempts=3, agree=1.0))
     attempt(memory, 10.0, Vote(None, 0.0))
     assert attempt(memory, 0.0, Vote(None, 0.0))
+
+
+def test_sweeping_one_source_keeps_the_others_and_an_object_seen_just_in_time() -> None:
+    memory = ObjectMemory(Rules(forget_s=10.0))
+    memory.due(("a", 1), 0.0, 10.0)
+    memory.due(("b", 1), 0.0, 10.0)
+    memory.due(("c", 1), 0.0, 10.0)
+    memory.due(("a", 2), 2.0, 10.0)
+    memory.sweep("b", 12.0)
+    assert set(memory.objects) == {("a", 1), ("a", 2), ("c", 1)}
+    memory.sweep("a", 12.0)  # ("a", 2) unseen for exactly forget_s: kept
+    assert set(memory.objects) == {("a", 2), ("c", 1)}
+    memory.forget_source("c")
+    assert set(memory.objects) == {("a", 2)}
