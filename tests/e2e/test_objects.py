@@ -20,7 +20,7 @@ from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.events.store import EventStore, Query
 from vapipe.stages.objects.config import ClassifyConfig
-from vapipe.stages.objects.crops import CropRule, crop_box, cut, warp_matrix
+from vapipe.stages.objects.crops import CropRule, crop_box, cut, warp_matrix, window_of
 from vapipe.stages.objects.kinds import ClassifyStage
 from vapipe.stages.objects.stage import COUNTERS
 
@@ -186,11 +186,9 @@ def test_the_node_scores_equal_onnx_runtime_on_the_same_crops(
             if state is None or state.last_try != frame.pts or state.result is None:
                 continue  # not the frame this object was tried on
             box = dets.xyxy[index]
-            crop = cut(
-                frame.image,
-                warp_matrix(crop_box(box, rule), (SIZE, SIZE), "letterbox"),
-                (SIZE, SIZE),
-            )
+            rect = crop_box(box, rule)
+            matrix = warp_matrix(rect, (SIZE, SIZE), "letterbox")
+            crop = cut(frame.image, matrix, (SIZE, SIZE), window_of(rect, matrix, (SIZE, SIZE)))
             tensor = (crop[..., ::-1].astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
             logits = session.run(None, {"images": np.ascontiguousarray(tensor)})[0][0]
             probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
