@@ -278,19 +278,39 @@ class EmbedStage(ObjectModelStage):
         size = self.model.size
         if points is not None and size == (112, 112):
             # A similarity transform that puts the landmarks on the template's.
-            matrix, _ = cv2.estimateAffinePartial2D(points, FACE_TEMPLATE_112, method=cv2.LMEDS)
+            landmarks = np.ascontiguousarray(points, np.float32)  # OpenCV: no strided views
+            matrix, _ = cv2.estimateAffinePartial2D(landmarks, FACE_TEMPLATE_112, method=cv2.LMEDS)
             if matrix is not None:
                 return matrix
         return self.matrix_for_box(box)
 
     def matrix_for(self, frame: Frame, index: int, box: np.ndarray) -> np.ndarray:
-        points = None
-        dets = frame.detections
-        if self.config.on is not None and dets is not None and dets.attributes is not None:
-            boxes = (dets.attributes[index] or {}).get(self.config.on, {}).get("boxes") or []
-            if boxes and "landmarks" in boxes[0]:
-                points = np.asarray(boxes[0]["landmarks"], np.float32)
-        return self._matrix(box, points)
+        """With ``on``, the face is found again around where the face node's result puts it
+        (that result follows the person's box since it was found, a few pixels off by now):
+        the embedding is aligned on landmarks of this very frame."""
+        if self.inside is not None:
+            fresh = self._found_again(frame.image, box)
+            if fresh is not None:
+                return self._matrix(*fresh)
+        return self._matrix(box, None)
+
+    def _found_again(
+        self, image: np.ndarray, box: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+        assert self.inside is not None
+        x1, y1, x2, y2 = (float(v) for v in box)
+        reach_x, reach_y = 0.5 * (x2 - x1), 0.5 * (y2 - y1)
+        height, width = image.shape[:2]
+        left, top = max(0, int(x1 - reach_x)), max(0, int(y1 - reach_y))
+        right, bottom = min(width, int(x2 + reach_x) + 1), min(height, int(y2 + reach_y) + 1)
+        if right - left < 2 or bottom - top < 2:
+            return None
+        found = self.inside.best_in(image[top:bottom, left:right])
+        if found is None:
+            return None
+        face, points = found
+        shift = np.array([left, top], np.float32)
+        return face + np.tile(shift, 2), None if points is None else points + shift
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
         gallery = self.gallery
