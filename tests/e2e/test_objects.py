@@ -211,3 +211,28 @@ def test_the_node_scores_equal_onnx_runtime_on_the_same_crops(
     assert again.counts["crops"] >= 2 * again.counts["model_calls"]
     assert again.memory.most_calls <= 3  # never past the attempts of a round
     again.close()
+
+
+def test_line_events_published_over_mqtt_carry_the_label(tmp_path: Path, classifier: Path) -> None:
+    from tests.e2e.helpers import wait_for
+    from tests.e2e.mqtt import Subscriber, broker
+    from tests.e2e.test_mqtt import with_mqtt
+
+    with broker(tmp_path / "broker") as server:
+        subscriber = Subscriber(server.port)
+        text = with_mqtt(server.port, 'event_types = ["line_cross"]\n')
+        text = text.replace("track ! analytics", "track ! kind ! analytics")
+        text += f'\n[nodes.kind]\ntype = "classify"\nmodel = "{classifier}"\n'
+        config = tmp_path / "a.toml"
+        config.write_text(text)
+        result = cli(str(config), "--max-frames", "240", "--no-progress", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        written = [
+            e for e in read_events(tmp_path / "out/events.jsonl") if e["event"] == "line_cross"
+        ]
+        wait_for(lambda: len(subscriber.received()) >= len(written), 20, "every crossing")
+        received = [payload for _, payload in subscriber.received()]
+        subscriber.close()
+    assert received == written and written
+    labelled = [e for e in received if "kind" in e.get("attributes", {})]
+    assert labelled and {e["attributes"]["kind"]["label"] for e in labelled} <= set(LABELS)

@@ -50,3 +50,29 @@ def test_trails_follow_each_track_and_forget_gone_ones() -> None:
     for _ in range(6):
         points = trails.update(empty)
     assert points == {}, "a track gone longer than the trail is still drawn"
+
+
+def test_a_box_shows_what_models_on_the_object_said_and_the_boxes_inside_it() -> None:
+    from vapipe.stages.media.draw import attribute_tags, draw_detections
+
+    held = {"kind": {"label": "cab", "score": 0.9}, "who": {"name": "alice", "similarity": 0.7},
+            "face": {"boxes": [{"xyxy": [40, 40, 60, 60], "score": 0.9, "label": "face"}]},
+            "reid": {"dims": 256}}  # fmt: skip
+    assert attribute_tags(held) == "cab alice"
+    assert attribute_tags(None) == "" and attribute_tags({"reid": {"dims": 256}}) == ""
+    image = np.zeros((120, 400, 3), np.uint8)
+    plain = Detections(
+        np.array([[20, 30, 100, 110]], np.float32), np.array([0.8], np.float32),
+        np.array([0], np.int32), ("person",), np.array([1], np.int64),
+    )  # fmt: skip
+    attributes = np.empty(1, dtype=object)
+    attributes[0] = held
+    with_attributes = plain.replace(attributes=attributes)
+    before = draw_detections(image, plain)
+    after = draw_detections(image, with_attributes)
+    inside = np.zeros((120, 400), bool)
+    inside[38:63, 38:63] = True
+    assert (after[inside] != before[inside]).any(axis=1).sum() > 40  # the face's rectangle
+    label_row = slice(0, 26)
+    assert (after[label_row] != before[label_row]).any()  # the longer label
+    assert not draw_detections(image, with_attributes, labels=False)[label_row].any()
