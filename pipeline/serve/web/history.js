@@ -9,11 +9,20 @@ function mediaUrl(path) {
   return "/media/" + path.split("/").map(encodeURIComponent).join("/");
 }
 
+// What models on the object said (a classifier's label, a gallery's name), as "cab alice".
+function tags(event) {
+  return Object.values(event.attributes || {})
+    .map((value) => value && (value.label || value.name))
+    .filter((tag) => typeof tag === "string")
+    .join(" ");
+}
+
 function describe(event) {
   const when = new Date(event.time).toLocaleString();
   const where = event.line ? `${event.line} ${event.direction}` : (event.zone || "");
   const what = event.class_name ? `${event.class_name}${event.track_id != null ? " #" + event.track_id : ""}` : "";
-  return `${when} · ${event.source_id} · ${event.event.replace("_", " ")} ${where} ${what}`.trim();
+  const said = tags(event);
+  return `${when} · ${event.source_id} · ${event.event.replace("_", " ")} ${where} ${what}${said ? " · " + said : ""}`.trim();
 }
 
 function card(event) {
@@ -63,7 +72,7 @@ function openEvent(event) {
 async function loadHistory() {
   const form = document.getElementById("history-filters");
   const params = new URLSearchParams({ limit: "60" });
-  for (const name of ["source", "type", "line", "zone"]) {
+  for (const name of ["source", "type", "line", "zone", "attribute"]) {
     const value = form.elements[name].value.trim();
     if (value) params.set(name, value);
   }

@@ -127,7 +127,8 @@ async function followEvents() {
       if (event.event === "frame") continue;
       const item = document.createElement("li");
       item.textContent = `${event.time} ${event.source_id} ${event.event}` +
-        (event.line ? ` ${event.line} ${event.direction}` : "") + (event.zone ? ` ${event.zone}` : "");
+        (event.line ? ` ${event.line} ${event.direction}` : "") + (event.zone ? ` ${event.zone}` : "") +
+        (typeof tags === "function" && tags(event) ? ` · ${tags(event)}` : "");
       list.prepend(item);
       while (list.children.length > 100) list.lastChild.remove();
     }
