@@ -156,6 +156,10 @@ class Frame:
         array = self.__dict__.get("_yuv")
         return array if array is not None else self.__dict__.get("_planes")
 
+    def image_made(self) -> bool:
+        """Whether ``image`` is there already (reading it costs no colour conversion)."""
+        return self.__dict__.get("_image") is not None
+
     def luma(self) -> np.ndarray | None:
         """The decoded luma plane (height, width) without making ``yuv``'s array (a motion
         test reads only this); None for a frame without an I420 picture."""

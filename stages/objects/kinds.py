@@ -24,7 +24,7 @@ from vapipe.stages.objects.crops import cut, points_to_frame, to_frame, warp_mat
 from vapipe.stages.objects.gallery import Gallery
 from vapipe.stages.objects.memory import Result, Vote
 from vapipe.stages.objects.model import output_names
-from vapipe.stages.objects.stage import Job, ObjectModelStage
+from vapipe.stages.objects.stage import Job, ObjectModelStage, frame_cut
 
 log = logging.getLogger(__name__)
 
@@ -289,23 +289,24 @@ class EmbedStage(ObjectModelStage):
         (that result follows the person's box since it was found, a few pixels off by now):
         the embedding is aligned on landmarks of this very frame."""
         if self.inside is not None:
-            fresh = self._found_again(frame.image, box)
+            fresh = self._found_again(frame, box)
             if fresh is not None:
                 return self._matrix(*fresh)
         return self._matrix(box, None)
 
     def _found_again(
-        self, image: np.ndarray, box: np.ndarray
+        self, frame: Frame, box: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray | None] | None:
         assert self.inside is not None
         x1, y1, x2, y2 = (float(v) for v in box)
         reach_x, reach_y = 0.5 * (x2 - x1), 0.5 * (y2 - y1)
-        height, width = image.shape[:2]
+        height, width = frame.shape[:2]
         left, top = max(0, int(x1 - reach_x)), max(0, int(y1 - reach_y))
         right, bottom = min(width, int(x2 + reach_x) + 1), min(height, int(y2 + reach_y) + 1)
         if right - left < 2 or bottom - top < 2:
             return None
-        found = self.inside.best_in(image[top:bottom, left:right])
+        region = np.array([[1.0, 0.0, -left], [0.0, 1.0, -top]])
+        found = self.inside.best_in(frame_cut(frame, region, (right - left, bottom - top)))
         if found is None:
             return None
         face, points = found

@@ -26,6 +26,7 @@ from vapipe.stages.objects.crops import (
     Window,
     crop_box,
     cut,
+    cut_i420,
     touches_edge,
     warp_matrix,
     window_of,
@@ -59,6 +60,19 @@ class Job:
     """The input pixels the crop fills (a letterbox pads the rest)."""
     area: float
     pts: float
+
+
+def frame_cut(
+    frame: Frame, matrix: np.ndarray, size: tuple[int, int], window: Window | None = None
+) -> np.ndarray:
+    """A crop of the frame's picture (``crops.cut``): from its decoded I420 planes where it
+    has them and its BGR image is not made yet, converting only the part the crop reads (a
+    node that reads pixels would otherwise have every frame converted whole)."""
+    if not frame.image_made() and frame.i420() is not None:
+        yuv = frame.yuv
+        if yuv is not None:
+            return cut_i420(yuv, matrix, size, window)
+    return cut(frame.image, matrix, size, window)
 
 
 class RateCap:
@@ -159,7 +173,7 @@ class ObjectModelStage(BatchStage):
                 if job is None:
                     continue
                 try:
-                    crops.append(cut(frame.image, job.matrix, self.model.size, job.window))
+                    crops.append(frame_cut(frame, job.matrix, self.model.size, job.window))
                 except Exception as exc:  # one bad crop never stops the others
                     self.counts["failed"] += 1
                     log.debug("%s: crop of %s failed: %s", self.name, key, exc)

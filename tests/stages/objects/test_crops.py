@@ -84,3 +84,25 @@ def test_normalise_orders_scales_and_standardises() -> None:
     assert rgb[0, 0, 0].tolist() == [(15 - 1) / 2, (10 - 2) / 2, (5 - 3) / 4]
     bgr = Normalise("bgr", 1.0, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)).apply(crops)
     assert bgr[0, 0, 0].tolist() == [10, 20, 30] and bgr.dtype == np.float32
+
+
+def test_a_crop_of_the_decoded_planes_is_the_crop_of_the_whole_picture() -> None:
+    from vapipe.stages.objects.crops import cut_i420
+
+    rng = np.random.default_rng(1)
+    height, width = 360, 640
+    yuv = rng.integers(0, 255, (height * 3 // 2, width), np.uint8)
+    whole = cv2.cvtColor(yuv, cv2.COLOR_YUV2BGR_I420)
+    fits = ("letterbox", "square", "stretch")
+    for index in range(200):
+        x1, y1 = rng.uniform(-40, width - 10), rng.uniform(-40, height - 10)
+        box = np.array([x1, y1, x1 + rng.uniform(3, 300), y1 + rng.uniform(3, 300)])
+        fit = fits[index % 3]
+        rect = crop_box(box, CropRule(margin=0.1, fit=fit))  # type: ignore[arg-type]
+        size = (int(rng.integers(16, 200)), int(rng.integers(16, 200)))
+        matrix = warp_matrix(rect, size, fit)  # type: ignore[arg-type]
+        window = window_of(rect, matrix, size) if fit == "letterbox" else None
+        expected = cut(whole, matrix, size, window)
+        assert (cut_i420(yuv, matrix, size, window) == expected).all(), (box, fit, size)
+    outside = warp_matrix(np.array([700.0, 400, 760, 460]), (32, 32), "stretch")
+    assert (cut_i420(yuv, outside, (32, 32)) == PAD).all()

@@ -1,0 +1,121 @@
+"""A model on every person on the GPU machine: 16 x 1080p files (people.mp4 scaled) in 8
+shards through detect + track + an ``embed`` node (Intel's person re-identification model,
+torch on CUDA) against the same graph without the embed node, alternating in one call;
+steady frames/s (event lines per second between 20% and 80% of the run's lines, as the
+headline measures), the embed node's counts, and the ratio.
+
+    python bench/objects_gpu.py --runs 2 --seconds 10 --out bench/results/objects_gpu.json
+
+Run on the GPU machine with the build installed (bench/README.md says how).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import harness  # noqa: E402
+from bench.streams_bench import make_clip, run_pipeline, write_config  # noqa: E402
+
+TRACKED = '"pre ! det ! nms ! track ! events"'
+EMBEDDED = '"pre ! det ! nms ! track ! reid ! events"'
+NODES = """
+[nodes.track]
+type = "track"
+"""
+REID = """
+[nodes.reid]
+type = "embed"
+model = "person-reid"
+on_classes = ["person"]
+fit = "stretch"
+max_batch = 1                # the model normalises over its batch: crop by crop
+backend = { type = "torch", device = "cuda" }
+"""
+
+
+def config(folder: Path, clip: Path, streams: int, shards: str, embed: bool) -> Path:
+    path = write_config(folder, clip, streams, shards, None, loop=True)
+    text = path.read_text()
+    assert '"pre ! det ! nms ! events"' in text, "streams_bench's graph changed: update this"
+    text = text.replace('"pre ! det ! nms ! events"', EMBEDDED if embed else TRACKED)
+    path.write_text(text + NODES + (REID if embed else ""))
+    return path
+
+
+def measure(work: Path, clip: Path, name: str, streams: int, shards: str, frames: int) -> Any:
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
+    result = run_pipeline(
+        folder, config(folder, clip, streams, shards, name == "embed"), max_frames=frames
+    )
+    if "error" in result:
+        return result
+    measured = {key: result.get(key) for key in ("steady_fps", "frames_per_wall_s", "frames")}
+    if name == "embed":
+        import json
+
+        stats = json.loads((folder / "stats.json").read_text())
+        shards_stats = stats.get("shards") or [stats]
+        for key in ("crops", "model_calls", "results", "at_edge", "too_small"):
+            measured[key] = sum(s["stages"]["reid"].get(key, 0) for s in shards_stats)
+        measured["most_calls_per_object"] = max(
+            s["stages"]["reid"].get("most_calls_per_object", 0) for s in shards_stats
+        )
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--streams", type=int, default=16)
+    parser.add_argument("--shards", default="8")
+    parser.add_argument("--seconds", type=float, default=10.0, help="of video per stream")
+    parser.add_argument("--out", type=Path, default=harness.RESULTS / "objects_gpu.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        clip = make_clip(work / "clip1080.mp4", args.seconds)
+        frames = round(args.seconds * 24000 / 1001) * 3  # per source: its file 3 times
+        runs = harness.alternate(
+            {
+                name: (lambda name=name: measure(
+                    work, clip, name, args.streams, args.shards, frames))
+                for name in ("detect_only", "embed")
+            },
+            args.runs,
+        )  # fmt: skip
+    steady = {
+        name: harness.summary(values) if (values := [r["steady_fps"] for r in results
+                                                     if r.get("steady_fps")]) else {}
+        for name, results in runs.items()
+    }  # fmt: skip
+    ratios = [
+        e["steady_fps"] / d["steady_fps"]
+        for d, e in zip(runs["detect_only"], runs["embed"], strict=True)
+        if d.get("steady_fps") and e.get("steady_fps")
+    ]
+    result = {
+        "streams": args.streams,
+        "shards": args.shards,
+        "clip": f"people.mp4 scaled to 1920x1080, {args.seconds:g} s, looped",
+        "runs": runs,
+        "steady_fps": steady,
+        "ratio": harness.summary(ratios, digits=3) if ratios else None,
+    }
+    harness.record(args.out, result)
+    print(harness.table(
+        ["graph", "steady frames/s", "ratio"],
+        [["detect + track", steady["detect_only"].get("median"), "1.00"],
+         ["detect + track + re-id embed on every person", steady["embed"].get("median"),
+          result["ratio"]]],
+    ))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
