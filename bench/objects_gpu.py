@@ -36,6 +36,8 @@ model = "person-reid"
 on_classes = ["person"]
 fit = "stretch"
 max_batch = 1                # the model normalises over its batch: crop by crop
+min_attempts = 1             # a vector with no gallery to vote on: one look holds
+grow = 2.0                   # look again when the person is twice as big
 backend = { type = "torch", device = "cuda" }
 """
 
