@@ -42,24 +42,26 @@ backend = { type = "torch", device = "cuda" }
 """
 
 
-def config(folder: Path, clip: Path, streams: int, shards: str, embed: bool) -> Path:
+def config(folder: Path, clip: Path, streams: int, shards: str, variant: str) -> Path:
+    """``detect_only``; ``embed``; ``embed_idle``: the embed node on a class nobody is (what
+    the node costs a frame without any crop: the frames keep their pixels for it)."""
     path = write_config(folder, clip, streams, shards, None, loop=True)
     text = path.read_text()
     assert '"pre ! det ! nms ! events"' in text, "streams_bench's graph changed: update this"
+    embed = variant != "detect_only"
     text = text.replace('"pre ! det ! nms ! events"', EMBEDDED if embed else TRACKED)
-    path.write_text(text + NODES + (REID if embed else ""))
+    reid = REID.replace('"person"', '"nobody"') if variant == "embed_idle" else REID
+    path.write_text(text + NODES + (reid if embed else ""))
     return path
 
 
 def measure(work: Path, clip: Path, name: str, streams: int, shards: str, frames: int) -> Any:
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
-    result = run_pipeline(
-        folder, config(folder, clip, streams, shards, name == "embed"), max_frames=frames
-    )
+    result = run_pipeline(folder, config(folder, clip, streams, shards, name), max_frames=frames)
     if "error" in result:
         return result
     measured = {key: result.get(key) for key in ("steady_fps", "frames_per_wall_s", "frames")}
-    if name == "embed":
+    if name != "detect_only":
         import json
 
         stats = json.loads((folder / "stats.json").read_text())
@@ -79,6 +81,7 @@ def main() -> None:
     parser.add_argument("--shards", default="8")
     parser.add_argument("--seconds", type=float, default=10.0, help="of video per stream")
     parser.add_argument("--out", type=Path, default=harness.RESULTS / "objects_gpu.json")
+    parser.add_argument("--variants", default="detect_only,embed", help="also: embed_idle")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
@@ -88,7 +91,7 @@ def main() -> None:
             {
                 name: (lambda name=name: measure(
                     work, clip, name, args.streams, args.shards, frames))
-                for name in ("detect_only", "embed")
+                for name in args.variants.split(",")
             },
             args.runs,
         )  # fmt: skip
