@@ -51,6 +51,10 @@ def config(folder: Path, clip: Path, streams: int, shards: str, variant: str) ->
     embed = variant != "detect_only"
     text = text.replace('"pre ! det ! nms ! events"', EMBEDDED if embed else TRACKED)
     reid = REID.replace('"person"', '"nobody"') if variant == "embed_idle" else REID
+    if variant == "embed_batched":  # a model that batches: MobileFaceNet, on the whole person
+        reid = reid.replace('model = "person-reid"', 'model = "mobilefacenet"').replace(
+            "max_batch = 1 ", "max_batch = 16"
+        )
     path.write_text(text + NODES + (reid if embed else ""))
     return path
 
@@ -81,7 +85,9 @@ def main() -> None:
     parser.add_argument("--shards", default="8")
     parser.add_argument("--seconds", type=float, default=10.0, help="of video per stream")
     parser.add_argument("--out", type=Path, default=harness.RESULTS / "objects_gpu.json")
-    parser.add_argument("--variants", default="detect_only,embed", help="also: embed_idle")
+    parser.add_argument(
+        "--variants", default="detect_only,embed", help="also: embed_idle, embed_batched"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
