@@ -123,6 +123,29 @@ class DetectInsideStage(ObjectModelStage):
     def shares(self) -> DetectInsideStage:
         return self
 
+    _users = 0
+    _closed = False
+
+    def borrow(self) -> None:
+        """A node bound to this one (``on``) uses its model, also after this node has seen
+        its last frame: the model stays open until the last user is done."""
+        with self._lock:
+            self._users += 1
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._closed and self._users == 0
+        if last:
+            super().close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            last = self._users == 0
+        if last:
+            super().close()
+
     def loaded(self) -> None:
         model, cfg = self.model, self.config
         width, height = model.size
@@ -241,6 +264,14 @@ class EmbedStage(ObjectModelStage):
 
     def bind(self, shared: object | None) -> None:
         self.inside = shared if isinstance(shared, DetectInsideStage) else None
+        if self.inside is not None:
+            self.inside.borrow()
+
+    def close(self) -> None:
+        super().close()
+        inside, self.inside = self.inside, None
+        if inside is not None:
+            inside.give_back()
 
     def loaded(self) -> None:
         if _output_rank(self) != 1:
