@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.stage import StageConfig
-from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig
+from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig, backend_shorthand
 
 
 class InferConfig(StageConfig):
@@ -23,9 +23,7 @@ class InferConfig(StageConfig):
     @model_validator(mode="before")
     @classmethod
     def _backend_shorthand(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("backend"), str):
-            return {**data, "backend": {"type": data["backend"]}}
-        return data
+        return backend_shorthand(data)
 
     model: str
     """A manifest name (``yolox-nano``, ``yolov8n``) or a path to an ONNX file."""

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.stage import StageConfig
-from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig
+from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig, backend_shorthand
 
 
 class InputConfig(StageConfig):
@@ -42,9 +42,7 @@ class ObjectModelConfig(StageConfig):
     @model_validator(mode="before")
     @classmethod
     def _backend_shorthand(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("backend"), str):
-            return {**data, "backend": {"type": data["backend"]}}
-        return data
+        return backend_shorthand(data)
 
     @model_validator(mode="after")
     def _rules_fit(self) -> ObjectModelConfig:

@@ -158,19 +158,23 @@ def cut_i420(
     return cut(bgr, shifted, size, window)
 
 
+def _corners(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, shift) of xyxy box corners through ``matrix`` (no rotation): input = frame *
+    scale + shift. The warp maps pixel centres; for corners its half-pixel terms cancel out."""
+    scale = np.array([matrix[0, 0], matrix[1, 1]] * 2)
+    return scale, np.array([matrix[0, 2], matrix[1, 2]] * 2) - 0.5 * scale + 0.5
+
+
 def to_input(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """xyxy boxes in frame pixels -> input pixels (corners)."""
-    scale = np.array([matrix[0, 0], matrix[1, 1]] * 2)
-    shift = np.array([matrix[0, 2], matrix[1, 2]] * 2) - 0.5 * scale + 0.5
+    scale, shift = _corners(matrix)
     return boxes * scale + shift
 
 
 def to_frame(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """xyxy boxes in input pixels -> frame pixels (the inverse of ``matrix``, which has no
     rotation), as float32."""
-    scale = np.array([matrix[0, 0], matrix[1, 1]] * 2)
-    # Corners, not pixel centres: the half-pixel terms of the warp cancel out.
-    shift = np.array([matrix[0, 2], matrix[1, 2]] * 2) - 0.5 * scale + 0.5
+    scale, shift = _corners(matrix)
     return ((boxes - shift) / scale).astype(np.float32)
 
 

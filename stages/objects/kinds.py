@@ -44,9 +44,17 @@ def _check_file(path: str | None, key: str) -> None:
         raise ConfigError(f"{path}: no such file", key=key)
 
 
-def _output_rank(stage: ObjectModelStage) -> int:
+def _output_dims(stage: ObjectModelStage) -> tuple[list[Any], list[Any]]:
+    """The model's output shape, and its sizes past the batch that are not 1 (one for a
+    score per class or a vector)."""
     shape = stage.model.backend.info.output_shape if stage.model.backend else []
-    return len([d for d in shape[1:] if d != 1])
+    return shape, [d for d in shape[1:] if d != 1]
+
+
+def _placing(box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(origin, span) of a box, for xyxy in fractions of it: frame = fraction * span + origin."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return np.array([x1, y1] * 2, np.float32), np.array([x2 - x1, y2 - y1] * 2, np.float32)
 
 
 @register("classify")
@@ -62,8 +70,7 @@ class ClassifyStage(ObjectModelStage):
         _check_file(config.labels_file, "labels_file")
 
     def loaded(self) -> None:
-        shape = self.model.backend.info.output_shape if self.model.backend else []
-        classes = [d for d in shape[1:] if d != 1]
+        shape, classes = _output_dims(self)
         if len(classes) != 1:
             raise ConfigError(
                 f"model {self.model.path.name} gives {shape}, not a score per class "
@@ -188,9 +195,7 @@ class DetectInsideStage(ObjectModelStage):
             if not len(found.score):
                 votes.append(Vote(None, 0.0))
                 continue
-            x1, y1, x2, y2 = (float(v) for v in job.box)
-            span = np.array([x2 - x1, y2 - y1] * 2, np.float32)
-            origin = np.array([x1, y1] * 2, np.float32)
+            origin, span = _placing(job.box)
             boxes = (to_frame(found.xyxy, job.matrix) - origin) / span
             points = None
             if found.landmarks is not None:
@@ -206,9 +211,7 @@ class DetectInsideStage(ObjectModelStage):
 
     def attribute(self, result: Result, box: np.ndarray) -> dict[str, Any]:
         boxes, scores, classes, points = result.payload
-        x1, y1, x2, y2 = (float(v) for v in box)
-        span = np.array([x2 - x1, y2 - y1] * 2, np.float32)
-        origin = np.array([x1, y1] * 2, np.float32)
+        origin, span = _placing(box)
         placed = boxes * span + origin
         found = []
         for k, xyxy in enumerate(placed):
@@ -274,8 +277,8 @@ class EmbedStage(ObjectModelStage):
             inside.give_back()
 
     def loaded(self) -> None:
-        if _output_rank(self) != 1:
-            shape = self.model.backend.info.output_shape if self.model.backend else []
+        shape, dims = _output_dims(self)
+        if len(dims) != 1:
             raise ConfigError(
                 f"model {self.model.path.name} gives {shape}, not a vector per picture "
                 "(N x dims): is it an embedding model?",

@@ -9,7 +9,6 @@ from typing import Literal
 
 import numpy as np
 
-from vapipe.pipeline.detections import Detections
 from vapipe.stages.infer.heads import Family, decode
 from vapipe.stages.nms import nms
 
@@ -118,7 +117,3 @@ def select(found: Found, conf: float, iou: float, keep: int) -> Found:
     chosen = nms(boxes, score, iou, classes, keep)
     points = found.landmarks[mask][chosen] if found.landmarks is not None else None
     return Found(boxes[chosen], score[chosen], classes[chosen], points)
-
-
-def as_detections(found: Found, names: Sequence[str]) -> Detections:
-    return Detections(found.xyxy, found.score, found.class_id.astype(np.int32), names)

@@ -58,7 +58,6 @@ class Job:
     """Frame -> input pixels."""
     window: Window | None
     """The input pixels the crop fills (a letterbox pads the rest)."""
-    area: float
     pts: float
 
 
@@ -238,7 +237,7 @@ class ObjectModelStage(BatchStage):
         if self.rule.fit == "letterbox":
             window = window_of(crop_box(box, self.rule), matrix, self.model.size)
         self.memory.reserve(key, frame.pts, area)
-        return Job(position, index, key, box, matrix, window, area, frame.pts)
+        return Job(position, index, key, box, matrix, window, frame.pts)
 
     def matrix_for(self, frame: Frame, index: int, box: np.ndarray) -> np.ndarray:
         """Frame -> input pixels for this object's crop (a kind may align it otherwise)."""

@@ -89,6 +89,14 @@ BACKEND_TYPES: dict[str, type[StageConfig]] = {
 }
 
 
+def backend_shorthand(data: Any) -> Any:
+    """A node's raw keys with ``backend = "torch"`` made ``backend = { type = "torch" }``
+    (a ``mode="before"`` validator of every node that takes a backend)."""
+    if isinstance(data, dict) and isinstance(data.get("backend"), str):
+        return {**data, "backend": {"type": data["backend"]}}
+    return data
+
+
 def _backend_type(value: Any) -> str | None:
     if isinstance(value, dict):
         kind = value.get("type", "onnxruntime")
