@@ -142,8 +142,12 @@ def cut_i420(
     if x1 - x0 < 2 or y1 - y0 < 4:  # nothing of the frame is seen: all padding
         return np.full((out_h, out_w, 3), PAD, np.uint8)
     luma = yuv[:height]
-    u = yuv[height : height + height // 4].reshape(height // 2, width // 2)
-    v = yuv[height + height // 4 :].reshape(height // 2, width // 2)
+    # Each chroma plane is a quarter of the luma's bytes; where height / 2 is odd it does not
+    # end on a row of the (height * 3 / 2, width) array.
+    flat_planes = yuv.reshape(-1)
+    quarter = height * width // 4
+    u = flat_planes[height * width : height * width + quarter].reshape(height // 2, width // 2)
+    v = flat_planes[height * width + quarter :].reshape(height // 2, width // 2)
     part_w, part_h = x1 - x0, y1 - y0
     part = np.empty((part_h * 3 // 2, part_w), np.uint8)
     part[:part_h] = luma[y0:y1, x0:x1]

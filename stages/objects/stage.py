@@ -179,9 +179,12 @@ class ObjectModelStage(BatchStage):
                     continue
                 jobs.append(job)
         if jobs:
-            outputs = self.model.run(np.stack(crops))
+            most = self.config.max_batch  # the batch sizes the backend prepared for
+            outputs = np.concatenate(
+                [self.model.run(np.stack(crops[i : i + most])) for i in range(0, len(crops), most)]
+            )
             self.counts["crops"] += len(jobs)
-            self.counts["model_calls"] += 1
+            self.counts["model_calls"] += -(-len(jobs) // most)
             for job, vote in zip(jobs, self.votes(outputs, jobs), strict=True):
                 if self.memory.record(job.key, vote) is not None:
                     self.counts["results"] += 1

@@ -35,6 +35,8 @@ class Rewrite:
     """The serialised batch-dynamic model, or None when it could not be made safely."""
     reason: str
     reshapes: int = 0
+    reductions: int = 0
+    """Reductions over the batch axis made per image."""
 
 
 def make_batch_dynamic(path: str, spatial: bool = False) -> Rewrite:
@@ -93,7 +95,77 @@ def make_batch_dynamic(path: str, spatial: bool = False) -> Rewrite:
         graph.initializer.append(numpy_helper.from_array(fixed.astype(np.int64), new_name))
         node.input[1] = new_name
         rewritten += 1
-    return Rewrite(model.SerializeToString(), "ok", rewritten)
+    reductions = _per_image_reductions(graph, data_path, initializers, constants)
+    _drop_unused(graph, set(initializers))
+    return Rewrite(model.SerializeToString(), "ok", rewritten, reductions)
+
+
+REDUCTIONS = {
+    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+}  # fmt: skip
+
+
+def _per_image_reductions(
+    graph: GraphProto, data_path: set[str], initializers: dict[str, Any], constants: dict[str, Any]
+) -> int:
+    """Reductions over axis 0 that keep their dimensions stop reducing over it, and one over
+    axis 0 alone becomes an Identity; returns how many changed.
+
+    An export made at batch 1 can normalise over "all axes" (TensorFlow's exports of layer
+    norms: Intel's person re-identification model has 40 such ReduceMeans), which at batch 1
+    is per image and at batch N would mix the images. Negative axes and ``keepdims = 0`` are
+    left: the check against the original refuses the rewrite if they mattered."""
+    from onnx import helper, numpy_helper
+
+    changed = 0
+    for node in graph.node:
+        if node.op_type not in REDUCTIONS or node.input[0] not in data_path:
+            continue
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if attributes.get("keepdims", 1) != 1:
+            continue
+        from_input = len(node.input) > 1 and node.input[1] != ""
+        if from_input:
+            source = initializers.get(node.input[1])
+            if source is None and node.input[1] in constants:
+                source = constants[node.input[1]].attribute[0].t
+            if source is None:
+                continue
+            axes = [int(a) for a in numpy_helper.to_array(source).reshape(-1)]
+        elif "axes" in attributes:
+            axes = [int(a) for a in attributes["axes"]]
+        else:
+            continue  # no axes: all of them, and how many is not known here
+        if 0 not in axes:
+            continue
+        kept = [a for a in axes if a != 0]
+        if not kept:
+            node.op_type = "Identity"
+            del node.input[1:]
+            del node.attribute[:]
+        elif from_input:
+            name = f"{node.input[1]}__per_image_{changed}"
+            graph.initializer.append(numpy_helper.from_array(np.array(kept, np.int64), name))
+            node.input[1] = name
+        else:
+            for attribute in node.attribute:
+                if attribute.name == "axes":
+                    del attribute.ints[:]
+                    attribute.ints.extend(kept)
+        changed += 1
+    return changed
+
+
+def _drop_unused(graph: GraphProto, names: set[str]) -> None:
+    """Initializers of ``names`` no node reads any more (the targets a rewrite replaced):
+    onnxruntime warns of each one it finds."""
+    read = {name for node in graph.node for name in node.input}
+    read.update(output.name for output in graph.output)
+    kept = [init for init in graph.initializer if init.name not in names or init.name in read]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
 
 
 def _reachable_from(graph: GraphProto, start: str) -> set[str]:
@@ -195,8 +267,9 @@ def dynamic_model(
     if problem:
         return Chosen(path, original, "dynamic", problem)
     if fixed_batch:
-        log.info("%s: made the batch dimension dynamic (%d Reshape constants rewritten); "
-                 "verified against batch-1 outputs", name, rewrite.reshapes)  # fmt: skip
+        log.info("%s: made the batch dimension dynamic (%d Reshape constants, %d reductions "
+                 "over the batch rewritten); verified against batch-1 outputs", name,
+                 rewrite.reshapes, rewrite.reductions)  # fmt: skip
     if spatial:
         log.info("%s: the model takes any input size (rect)", name)
     return Chosen(rewrite.model, candidate, "dynamic (rewritten)" if fixed_batch else "dynamic")

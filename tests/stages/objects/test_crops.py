@@ -86,11 +86,15 @@ def test_normalise_orders_scales_and_standardises() -> None:
     assert bgr[0, 0, 0].tolist() == [10, 20, 30] and bgr.dtype == np.float32
 
 
-def test_a_crop_of_the_decoded_planes_is_the_crop_of_the_whole_picture() -> None:
+# 450 rows: each chroma plane has an odd number of rows (225), so it does not start on a row
+# of the (height * 3 / 2, width) array (people.mp4 is 800 x 450).
+@pytest.mark.parametrize(("height", "width"), [(360, 640), (450, 800)])
+def test_a_crop_of_the_decoded_planes_is_the_crop_of_the_whole_picture(
+    height: int, width: int
+) -> None:
     from vapipe.stages.objects.crops import cut_i420
 
     rng = np.random.default_rng(1)
-    height, width = 360, 640
     yuv = rng.integers(0, 255, (height * 3 // 2, width), np.uint8)
     whole = cv2.cvtColor(yuv, cv2.COLOR_YUV2BGR_I420)
     fits = ("letterbox", "square", "stretch")
@@ -104,5 +108,5 @@ def test_a_crop_of_the_decoded_planes_is_the_crop_of_the_whole_picture() -> None
         window = window_of(rect, matrix, size) if fit == "letterbox" else None
         expected = cut(whole, matrix, size, window)
         assert (cut_i420(yuv, matrix, size, window) == expected).all(), (box, fit, size)
-    outside = warp_matrix(np.array([700.0, 400, 760, 460]), (32, 32), "stretch")
+    outside = warp_matrix(np.array([900.0, 500, 960, 560]), (32, 32), "stretch")
     assert (cut_i420(yuv, outside, (32, 32)) == PAD).all()

@@ -24,9 +24,11 @@ from vapipe.stages.infer.backends.batch_dynamic import (  # noqa: E402
 FLOAT = TensorProto.FLOAT
 
 
-def save(tmp_path: Path, nodes: list, inputs: list, outputs: list, inits=(), name="m") -> str:  # type: ignore[no-untyped-def]
+def save(
+    tmp_path: Path, nodes: list, inputs: list, outputs: list, inits=(), name="m", opset=18
+) -> str:  # type: ignore[no-untyped-def]
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, str(path))
@@ -73,7 +75,7 @@ def test_reshapes_on_the_data_path_take_the_batch_from_their_input(tmp_path: Pat
     shapes = {i.name: numpy_helper.to_array(i).tolist() for i in model.graph.initializer}
     targets = {n.input[1] for n in model.graph.node if n.op_type == "Reshape"}
     assert sorted(shapes[t] for t in targets if t in shapes) == [[0, 2, 1], [0, 48], [1, 2]]
-    assert shapes["flat_shape"] == [1, 48]  # the original stays, unused
+    assert "flat_shape" not in shapes  # the replaced target is dropped, unused
     images = np.random.default_rng(1).random((3, 3, 4, 4)).astype(np.float32)
     batched = session(rewrite.model).run(None, {"x": images})[0]
     original = session(classifier(tmp_path))
@@ -290,9 +292,14 @@ def test_a_model_that_cannot_be_rewritten_runs_as_it_is(tmp_path: Path) -> None:
 
 
 def test_a_rewrite_that_changes_outputs_is_refused(tmp_path: Path) -> None:
-    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)]  # over the batch
+    # A sum over the batch that a transpose moved to axis 1: nothing the rewrite can see.
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2, 3]),
+        helper.make_node("ReduceSum", ["t", "axes"], ["s"], keepdims=1),
+        helper.make_node("Transpose", ["s"], ["y"], perm=[1, 0, 2, 3]),
+    ]
     path = save(tmp_path, nodes, [value("x", [1, 3, 4, 4])], [value("y", [1, 3, 4, 4])],
-                [ints("axes", [0])])  # fmt: skip
+                [ints("axes", [1])])  # fmt: skip
     original = session(path)
     chosen = dynamic_model(path, original, session, "det")
     assert (chosen.model, chosen.cpu_session, chosen.batch_mode) == (
@@ -421,7 +428,10 @@ def test_the_size_probe_reads_the_first_output() -> None:
 def test_what_was_chosen_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("INFO"):
         dynamic_model(classifier(tmp_path), session(classifier(tmp_path)), session, "det")
-    assert "det: made the batch dimension dynamic (2 Reshape constants rewritten)" in caplog.text
+    assert (
+        "det: made the batch dimension dynamic (2 Reshape constants, 0 reductions over the "
+        "batch rewritten)" in caplog.text
+    )
     assert "takes any input size" not in caplog.text
     caplog.clear()
     path = conv_like(tmp_path, "n")
@@ -441,3 +451,68 @@ def test_what_a_rewrite_chose_cannot_be_changed_afterwards(tmp_path: Path) -> No
         rewrite.reshapes = 0  # type: ignore[misc]
     with pytest.raises(FrozenInstanceError):
         chosen.batch_mode = "fixed"  # type: ignore[misc]
+
+
+def normaliser(tmp_path: Path, axes: list[int], keepdims: int = 1, opset: int = 18) -> str:
+    """x [1,3,4,4] -> x - ReduceMean(x, axes) -> y: TensorFlow's exports of a layer norm
+    reduce over every axis, the batch's included (at batch 1, per image). Opset 18 takes the
+    axes as an input, opset 13 as an attribute."""
+    if opset >= 18:
+        mean = helper.make_node("ReduceMean", ["x", "axes"], ["mean"], keepdims=keepdims)
+        inits = [ints("axes", axes)]
+    else:
+        mean = helper.make_node("ReduceMean", ["x"], ["mean"], axes=axes, keepdims=keepdims)
+        inits = []
+    nodes = [mean, helper.make_node("Sub", ["x", "mean"], ["y"])]
+    shape = [1, 3, 4, 4]
+    return save(
+        tmp_path, nodes, [value("x", shape)], [value("y", shape)], inits, f"n{opset}", opset
+    )
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_a_reduction_over_the_batch_becomes_per_image(tmp_path: Path, opset: int) -> None:
+    path = normaliser(tmp_path, [0, 1, 2, 3], opset=opset)
+    rewrite = make_batch_dynamic(path)
+    assert rewrite.reductions == 1
+    original, rewritten = session(path), session(rewrite.model)
+    assert outputs_agree(original, rewritten, "x", (1, 3, 4, 4), np.dtype(np.float32))[0]
+    chosen = dynamic_model(path, original, session, "reid")
+    assert chosen.batch_mode == "dynamic (rewritten)"
+    # Batched, each image is normalised by its own mean: image 1 of a pair whose image 0 is
+    # all zeros gives what it gives alone.
+    pair = np.random.default_rng(1).random((2, 3, 4, 4)).astype(np.float32)
+    pair[0] = 0
+    alone = original.run(None, {"x": pair[1:]})[0]
+    np.testing.assert_allclose(rewritten.run(None, {"x": pair})[0][1], alone[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_a_reduction_over_the_batch_alone_becomes_an_identity(tmp_path: Path, opset: int) -> None:
+    rewrite = make_batch_dynamic(normaliser(tmp_path, [0], opset=opset))
+    model = onnx.load_from_string(rewrite.model)
+    assert [node.op_type for node in model.graph.node] == ["Identity", "Sub"]
+    assert list(model.graph.node[0].input) == ["x"] and not model.graph.initializer
+
+
+def test_reductions_that_keep_the_batch_are_left(tmp_path: Path) -> None:
+    path = normaliser(tmp_path, [1, 2, 3])
+    rewrite = make_batch_dynamic(path)
+    assert rewrite.reductions == 0
+    model = onnx.load_from_string(rewrite.model)
+    assert numpy_helper.to_array(model.graph.initializer[0]).tolist() == [1, 2, 3]
+
+
+def test_a_reduction_that_drops_the_batch_axis_is_refused_by_the_check(tmp_path: Path) -> None:
+    path = save(
+        tmp_path,
+        [
+            helper.make_node("ReduceMean", ["x", "axes"], ["mean"], keepdims=0),
+            helper.make_node("Sub", ["x", "mean"], ["y"]),
+        ],
+        [value("x", [1, 3, 4, 4])],
+        [value("y", [1, 3, 4, 4])],
+        [ints("axes", [0])],
+    )
+    assert make_batch_dynamic(path).reductions == 0
+    assert dynamic_model(path, session(path), session, "reid").batch_mode != "dynamic (rewritten)"
