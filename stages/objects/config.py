@@ -112,6 +112,12 @@ class ObjectModelConfig(StageConfig):
     """``[width, height]`` for models whose input size is not fixed in the file (YuNet)."""
     backend: BackendConfig = Field(default_factory=AutoConfig)
     """As the infer node's ``backend`` (onnxruntime providers, torch device)."""
+    crops: Literal["numpy", "opencl", "auto"] = "numpy"
+    """Where crops are cut, resized and normalised: ``numpy`` (OpenCV, crop by crop, from
+    the decoded planes), ``opencl`` (one kernel for every crop of a batch, on a GPU where
+    there is one, else any OpenCL device; numpy with a warning where none works) or
+    ``auto`` (OpenCL on a GPU whose kernel builds, else numpy). Both give the same input
+    within one level of a pixel."""
 
 
 class ClassifyConfig(ObjectModelConfig):

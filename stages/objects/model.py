@@ -201,7 +201,13 @@ class ObjectModel:
         """The model's (first or joined) output for N crops, N x ..."""
         if self.backend is None:
             raise RuntimeError(f"{self.node}: the model is not loaded")
-        return np.asarray(self.backend.run(self.tensor(crops)), np.float32)
+        return self.run_input(self.tensor(crops))
+
+    def run_input(self, batch: np.ndarray) -> np.ndarray:
+        """The model's output for an input batch already made (``OpenCLCrops``)."""
+        if self.backend is None:
+            raise RuntimeError(f"{self.node}: the model is not loaded")
+        return np.asarray(self.backend.run(batch), np.float32)
 
     def close(self) -> dict[str, Any]:
         backend, self.backend = self.backend, None

@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vapipe.pipeline.assets import Kind, model_entry
-from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.frame import Frame, Message, Picture
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
+from vapipe.stages.objects.cl_crops import OpenCLCrops, open_crops
 from vapipe.stages.objects.config import ObjectModelConfig
 from vapipe.stages.objects.crops import (
     CropRule,
@@ -72,6 +73,15 @@ def frame_cut(
         if yuv is not None:
             return cut_i420(yuv, matrix, size, window)
     return cut(frame.image, matrix, size, window)
+
+
+def frame_picture(frame: Frame) -> Picture:
+    """The frame's picture as held: its decoded I420 planes unless its BGR image is made."""
+    if not frame.image_made():
+        picture = frame.i420()
+        if picture is not None:
+            return picture
+    return frame.image
 
 
 class RateCap:
@@ -150,14 +160,19 @@ class ObjectModelStage(BatchStage):
     def loaded(self) -> None:
         """Called once the model is loaded: a kind reads what it says of itself."""
 
+    cutter: OpenCLCrops | None = None
+    """The OpenCL crop front end (``crops``); None: numpy."""
+
     def open(self, context: StageContext) -> None:
-        self.loaded_model()
+        model = self.loaded_model()
+        self.cutter = open_crops(
+            self.config.crops, model.size, model.normalise, model.channels_last, self.name
+        )
 
     # -- per batch ----------------------------------------------------------------------
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
-        jobs: list[Job] = []
-        crops: list[np.ndarray] = []
+        pending: list[tuple[Frame, Job]] = []
         objects: list[dict[int, tuple[tuple[str, int], np.ndarray]]] = []
         for position, frame in enumerate(items):
             found = self._objects(frame)
@@ -169,19 +184,13 @@ class ObjectModelStage(BatchStage):
                 continue
             for index, (key, box) in found.items():
                 job = self._job(frame, position, index, key, box)
-                if job is None:
-                    continue
-                try:
-                    crops.append(frame_cut(frame, job.matrix, self.model.size, job.window))
-                except Exception as exc:  # one bad crop never stops the others
-                    self.counts["failed"] += 1
-                    log.debug("%s: crop of %s failed: %s", self.name, key, exc)
-                    continue
-                jobs.append(job)
+                if job is not None:
+                    pending.append((frame, job))
+        jobs, batch = self._inputs(pending)
         if jobs:
             most = self.config.max_batch  # the batch sizes the backend prepared for
             outputs = np.concatenate(
-                [self.model.run(np.stack(crops[i : i + most])) for i in range(0, len(crops), most)]
+                [self.model.run_input(batch[i : i + most]) for i in range(0, len(jobs), most)]
             )
             self.counts["crops"] += len(jobs)
             self.counts["model_calls"] += -(-len(jobs) // most)
@@ -191,6 +200,39 @@ class ObjectModelStage(BatchStage):
         for frame, found in zip(items, objects, strict=True):
             self._apply(frame, found)
         return items
+
+    def _inputs(self, pending: list[tuple[Frame, Job]]) -> tuple[list[Job], np.ndarray]:
+        """The jobs whose crops were cut, and the model's input for them."""
+        if self.cutter is not None and pending:
+            try:
+                return [job for _, job in pending], self._cut_on_device(pending)
+            except Exception as exc:  # a device error: the numpy path still works
+                log.warning("%s: the OpenCL crop kernel failed (%s); cutting crops with numpy "
+                            "from now on", self.name, str(exc).splitlines()[0][:200])  # fmt: skip
+                self.cutter = None
+        jobs, crops = [], []
+        for frame, job in pending:
+            try:
+                crops.append(frame_cut(frame, job.matrix, self.model.size, job.window))
+            except Exception as exc:  # one bad crop never stops the others
+                self.counts["failed"] += 1
+                log.debug("%s: crop of %s failed: %s", self.name, job.key, exc)
+                continue
+            jobs.append(job)
+        return jobs, self.model.tensor(np.stack(crops)) if crops else np.empty(0, np.float32)
+
+    def _cut_on_device(self, pending: list[tuple[Frame, Job]]) -> np.ndarray:
+        """Every crop of the batch by one kernel, each frame uploaded once."""
+        assert self.cutter is not None
+        pictures: list[Picture] = []
+        where: dict[int, int] = {}
+        crops = []
+        for frame, job in pending:
+            if id(frame) not in where:
+                where[id(frame)] = len(pictures)
+                pictures.append(frame_picture(frame))
+            crops.append((where[id(frame)], job.matrix, job.window))
+        return self.cutter.inputs(pictures, crops)
 
     def _objects(self, frame: Frame) -> dict[int, tuple[tuple[str, int], np.ndarray]]:
         """Detection index -> (object key, box to crop) of the frame's objects this node

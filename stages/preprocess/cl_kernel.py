@@ -113,12 +113,16 @@ def one_line(error: Exception, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def kernel_source(package: str, name: str) -> str:
+    """An OpenCL program's text: the shared I420 helper, then ``kernels/NAME`` of
+    ``package``."""
+    shared = files("vapipe.stages.preprocess").joinpath("kernels/i420.cl")
+    own = files(package).joinpath(f"kernels/{name}")
+    return shared.read_text(encoding="utf-8") + "\n" + own.read_text(encoding="utf-8")
+
+
 def _source() -> str:
-    return (
-        files("vapipe.stages.preprocess")
-        .joinpath("kernels/letterbox.cl")
-        .read_text(encoding="utf-8")
-    )
+    return kernel_source("vapipe.stages.preprocess", "letterbox.cl")
 
 
 _programs: dict[tuple[int, str], Any] = {}
