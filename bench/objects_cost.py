@@ -1,7 +1,8 @@
 """What a classifier on every car costs: configs/attributes.toml (traffic analytics with a
 ``classify`` node on each tracked car, bus and truck) against the same graph without it,
 run alternately in one call on the traffic clip looped (--seconds of video), fps = frames /
-wall time, and the classifier node's counts (crops, model calls, most calls per object).
+the time from every stage open to the end (``fps_with_startup``: over the whole wall time),
+and the classifier node's counts (crops, model calls, most calls per object).
 
     python bench/objects_cost.py --runs 5 --seconds 40
 
@@ -65,7 +66,14 @@ def run(config: Path, model: Path, frames: int, folder: Path, classify: bool) ->
             REPO / "models" / "imagenet.txt")]  # fmt: skip
     subprocess.run(command, cwd=folder, check=True, capture_output=True, text=True)
     result = json.loads(stats.read_text())
-    measured: dict[str, Any] = {"fps": round(frames / result["wall_s"], 2)}
+    # Throughput once every stage is open (as the GPU benches' steady rate): loading the
+    # classifier (its session, the batch check) is paid once per run, not per frame.
+    running_s = result["wall_s"] - result["startup"]["to_ready_s"]
+    measured: dict[str, Any] = {
+        "fps": round(frames / running_s, 2),
+        "fps_with_startup": round(frames / result["wall_s"], 2),
+        "to_ready_s": result["startup"]["to_ready_s"],
+    }
     if classify:
         kind = result["stages"]["kind"]
         measured.update(
@@ -107,6 +115,10 @@ def main() -> None:
             args.runs,
         )
     fps = {name: harness.summary(r["fps"] for r in results) for name, results in runs.items()}
+    with_startup = [
+        c["fps_with_startup"] / d["fps_with_startup"]
+        for d, c in zip(runs["detect_only"], runs["classified"], strict=True)
+    ]
     ratios = [
         c["fps"] / d["fps"] for d, c in zip(runs["detect_only"], runs["classified"], strict=True)
     ]
@@ -118,6 +130,7 @@ def main() -> None:
         else str(args.model),
         "fps": fps,
         "ratio": harness.summary(ratios, digits=3),
+        "ratio_with_startup": harness.summary(with_startup, digits=3),
         "classifier": runs["classified"],
     }
     harness.record(args.out, result)

@@ -39,6 +39,7 @@ max_batch = 16               # frames per call; their crops go to the model toge
 min_attempts = 1             # a vector with no gallery to vote on: one look holds
 grow = 2.0                   # look again when the person is twice as big
 backend = { type = "torch", device = "cuda" }
+crops = "numpy"              # cut by OpenCV on the CPU; embed_opencl: by one OpenCL kernel
 """
 
 
@@ -55,6 +56,8 @@ def config(folder: Path, clip: Path, streams: int, shards: str, variant: str) ->
         reid = reid.replace('model = "person-reid"', 'model = "mobilefacenet"')
     if variant == "embed_crop_by_crop":  # the re-id model one crop per call, as before
         reid = reid.replace("max_batch = 16", "max_batch = 1 ")
+    if variant == "embed_opencl":  # crops cut by one OpenCL kernel on the GPU
+        reid = reid.replace('crops = "numpy"', 'crops = "opencl"')
     if variant == "embed_fp16":
         reid = reid.replace('device = "cuda" }', 'device = "cuda", fp16 = true }')
     path.write_text(text + NODES + (reid if embed else ""))
@@ -91,7 +94,7 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         default="detect_only,embed",
-        help="also: embed_idle, embed_batched, embed_crop_by_crop, embed_fp16",
+        help="also: embed_idle, embed_batched, embed_crop_by_crop, embed_fp16, embed_opencl",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
