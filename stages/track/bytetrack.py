@@ -36,17 +36,18 @@ from vapipe.pipeline.detections import Detections
 from vapipe.stages.boxes import intersection_over_first, iou_matrix
 from vapipe.stages.track import kalman
 from vapipe.stages.track.backtrace import Backtrace
-from vapipe.stages.track.boxes import aspect, duplicates_of, widened, without
+from vapipe.stages.track.boxes import aspect, duplicates_of, onward, widened, without
+from vapipe.stages.track.classes import TRACKED, ClassGroups, ClassRules
 from vapipe.stages.track.config import TrackConfig
 
-TRACKED, LOST = 0, 1
+LOST = 1
 _EDGE = 0.01
 """A box within this fraction of the picture's width or height of its edge touches it."""
 MAX_BUFFER = 1.0
 """The most ``gap_buffer`` widens a box by, on each side, as a fraction of its size."""
 
 
-class ByteTracker:
+class ByteTracker(ClassRules):
     """The tracks of one source. ``update`` takes a frame's detections and returns them with
     ``track_id`` set: the id of the confirmed track each belongs to, or -1."""
 
@@ -71,12 +72,10 @@ class ByteTracker:
         self.mean = np.zeros((0, 8))
         self.cov = np.zeros((0, 8, 8))
         self.backtrace = Backtrace(params.backtrace_s)
+        self.groups = ClassGroups(params.confusable)
         self.origins: dict[int, np.ndarray] = {}
         """Track id -> the earliest box of its traced-back path, for the tracks that got their
         id on the last detected frame (``backtrace_s``)."""
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
     def update(
         self, dets: Detections, time_s: float, image: np.ndarray | None = None
@@ -87,10 +86,11 @@ class ByteTracker:
         self.names = dets.names
         first_new_id = self.next_id
         self._advance(time_s)
-        primary = duplicates_of(dets, p.merge_iou)
-        kept = primary < 0
-        same = self._same_object(dets)
+        kinds = self.groups.of(dets.class_id, dets.names) if p.class_aware else None
         predicted = kalman.boxes_of(self.mean)
+        primary = duplicates_of(dets, p.merge_iou, self._expected(dets, kinds, predicted))
+        kept = primary < 0
+        same = self._same_object(dets, kinds)
         # Tracks x detections. After skipped frames, what overlap left unmatched is matched
         # again on widened boxes (a cascade, as C-BIoU's: in a crowd, the plain overlaps pair
         # the near ones first).
@@ -139,7 +139,7 @@ class ByteTracker:
 
         keep = np.ones(len(self), bool)
         keep[dropped] = False
-        patience = np.where(self._at_edge(), min(p.border_lost_s, p.lost_s), p.lost_s)
+        patience = np.where(self._left(), min(p.border_lost_s, p.lost_s), p.lost_s)
         keep &= ~((self.state == LOST) & (time_s - self.last_seen > patience))
         self._select(keep)
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
@@ -221,9 +221,6 @@ class ByteTracker:
         # pass last: unchanged on every setting.
         for table, gated in [*((table, False) for table in overlaps), (overlaps[0], True)]:
             overlap = table[np.ix_(tracks, candidates)]
-            if self.params.class_aware:  # the track's voted class against each detection's
-                same = self.class_id[tracks][:, None] == dets.class_id[candidates][None, :]
-                overlap = np.where(same, overlap, 0.0)
             through = overlap >= min_iou
             if not through.any():  # nothing left to match (or no tracks, or no detections)
                 continue
@@ -239,11 +236,13 @@ class ByteTracker:
             tracks, candidates = without(tracks, took_tracks), without(candidates, took_dets)
         return np.concatenate(found_tracks), np.concatenate(found_dets)
 
-    def _same_object(self, dets: Detections) -> np.ndarray:
-        """Track x detection: whether the pair may be one object at all, overlap aside. Its
+    def _same_object(self, dets: Detections, kinds: np.ndarray | None) -> np.ndarray:
+        """Track x detection: whether the pair may be one object at all, overlap aside. With
+        ``kinds`` (the detections' class groups, ``class_aware``), of the track's group. Its
         shape must be near that of the track's last seen box; a confident detection of another
         class must overlap the track's last seen box (a class change in place is the detector
-        hesitating; elsewhere, it is another object)."""
+        hesitating; elsewhere, it is another object); a track that left the picture is
+        continued only further along its way (``boxes.onward``)."""
         if len(self) == 0 or len(dets) == 0:
             return np.ones((len(self), len(dets)), bool)
         # Against the last seen box, not the filter's estimate: its aspect ratio barely moves
@@ -252,8 +251,12 @@ class ByteTracker:
         shaped = np.maximum(change, 1 / change) <= self.params.max_aspect_change
         other_class = self.class_id[:, None] != dets.class_id[None, :]
         confident = (dets.score >= self.params.high_score)[None, :]
-        apart = iou_matrix(self.last_box, dets.xyxy) <= 0
-        return shaped & ~(other_class & confident & apart)
+        overlap = iou_matrix(self.last_box, dets.xyxy)
+        same = shaped & ~(other_class & confident & (overlap <= 0))
+        if kinds is not None:
+            same &= self._of_group(dets, kinds, overlap)
+        predicted = kalman.boxes_of(self.mean)
+        return same & onward(self.last_box, predicted, dets.xyxy, self._gone())
 
     def _fragments(self, dets: Detections, born: np.ndarray, taken: np.ndarray) -> np.ndarray:
         """Per detection in ``born``: whether it is part of objects tracks took this frame, of
@@ -272,6 +275,20 @@ class ByteTracker:
         fragment = ((part >= p.fragment_overlap) & alike).any(axis=1) & (p.fragment_overlap < 1)
         group = (((holds >= p.group_overlap) & alike).sum(axis=1) >= 2) & (p.group_overlap < 1)
         return fragment | group
+
+    def _left(self) -> np.ndarray:
+        """Per track: whether it left the picture (its last box touched the edge, or the
+        filter puts its centre past it)."""
+        if self.frame_size is None:
+            return np.zeros(len(self), bool)
+        width, height = self.frame_size
+        centre = self.mean[:, :2]
+        past = (centre[:, 0] < 0) | (centre[:, 0] > width) | (centre[:, 1] < 0)
+        return self._at_edge() | past | (centre[:, 1] > height)
+
+    def _gone(self) -> np.ndarray:
+        """Per track: lost after leaving the picture."""
+        return (self.state == LOST) & self._left()
 
     def _at_edge(self) -> np.ndarray:
         """Per track: whether its last seen box touched the picture's edge."""
@@ -316,6 +333,8 @@ class ByteTracker:
         voters = voters[track_of[primary[voters]] >= 0]
         det_index = np.concatenate((det_rows, voters))
         track_rows = np.concatenate((rows, track_of[primary[voters]]))
+        if self.params.class_aware:
+            det_index, track_rows = self._own_group(det_index, track_rows, len(rows), dets)
         self._grow_votes(int(dets.class_id.max()))  # rows matched: there are detections
         np.add.at(self.votes, (track_rows, dets.class_id[det_index]), dets.score[det_index])
         self.class_id[rows] = self.votes[rows].argmax(axis=1)

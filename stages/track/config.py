@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.stage import StageConfig
+from vapipe.stages.track.classes import CONFUSABLE
 
 
 class TrackConfig(StageConfig):
@@ -41,9 +42,10 @@ class TrackConfig(StageConfig):
     """How long, in stream seconds, a track that lost its object may find it again and keep
     its id."""
     border_lost_s: float = Field(0.3, ge=0)
-    """How long a lost track whose last box touched the picture's edge keeps its id: an object
-    that left the picture is gone, and what walks in where it left is another one. At most
-    ``lost_s``."""
+    """How long a lost track that left the picture (its last box touched the edge, or its
+    predicted centre is past it) keeps its id: an object that left is gone, and what walks in
+    where it left is another one. At most ``lost_s``. Meanwhile only a detection further along
+    its own direction of travel continues it (one coming back in is a new object)."""
     max_aspect_change: float = Field(2.0, ge=1)
     """A detection whose width/height differs from that of the track's last seen box by more
     than this factor (either way) is another object: a dog walking in where a person walked out does
@@ -69,14 +71,22 @@ class TrackConfig(StageConfig):
     """A detection no track took that holds two or more boxes tracks did take, each at least
     this much (of their own area) inside it, of its kind, is those objects seen as one (two
     walkers side by side in one box) and starts no track. 1 turns this off."""
-    confusable: list[list[str]] = Field(
-        default_factory=lambda: [["car", "truck", "bus"], ["bicycle", "motorcycle"]]
-    )
-    """Groups of class names a detector mixes up: a fragment of one is a fragment of any."""
-    class_aware: bool = False
-    """Only detections of the track's voted class continue it. Off by default: a track's class
-    is a vote over its life (car 0.7, truck 0.4, car 0.8... stays a car), so a detector that
-    hesitates between two classes does not split one object into two tracks."""
+    confusable: list[list[str]] = Field(default_factory=lambda: [list(g) for g in CONFUSABLE])
+    """Groups of class names a detector mixes up: vehicles (car, truck, bus), two-wheelers
+    (bicycle, motorcycle), small animals (cat, dog), large animals (horse, cow, sheep). A class
+    in no group (person) is a group of its own. With ``class_aware``, a track is continued only
+    by detections of its group; a fragment of one class of a group is a fragment of any."""
+    class_aware: bool = True
+    """Only detections of the track's group (``confusable``) continue it: a dog walking in
+    where a person was is a new track, never the person's, and a box is labelled with a class
+    of its own group (its vote: car 0.7, truck 0.4, car 0.8... stays one car). ``false``: any
+    class continues any track (the vote then decides the label); strict classes:
+    ``confusable = []``."""
+    class_change_score: float = Field(0.5, gt=0, le=1)
+    """With ``class_aware``: a detection of another group scoring this or more is another
+    object (a new track). A less sure one lying on the box of a track seen the frame before
+    (IoU 0.5) is the detector hesitating (a dog called a person 0.4 for a frame): it continues
+    that track without voting for its class, and starts none."""
     merge_iou: float = Field(0.8, gt=0, le=1)
     """Two detections of different classes overlapping this much are one object named twice
     (class-aware NMS keeps both): the weaker one is merged into the other's track, adding its

@@ -129,12 +129,15 @@ def test_a_name_merged_into_another_keeps_no_second_track_alive(score: float) ->
 
 
 def test_class_aware_tracks_take_only_their_own_class() -> None:
+    # Seen twice (a track seen once has no species yet: tests/stages/track/test_species.py).
     tracker = tracked_at(100, config=TrackConfig(class_aware=True))  # a person, class 0
-    car = tracker.update(dets([box_at(100, 50)], [0.9], [2]), 0.04)
+    tracker.update(dets([box_at(100, 50)], [0.9], [0]), 0.04)
+    car = tracker.update(dets([box_at(100, 50)], [0.9], [2]), 0.08)
     assert ids_of(car) == [2] and state_of(tracker, 1) == LOST
     tracker = ByteTracker(TrackConfig(class_aware=True))
-    tracker.update(dets([box_at(100, 50)], [0.9], [2]), 0.0)  # a car
-    person = tracker.update(dets([box_at(100, 50)], [0.9], [0]), 0.04)
+    for time_s in (0.0, 0.04):
+        tracker.update(dets([box_at(100, 50)], [0.9], [2]), time_s)  # a car
+    person = tracker.update(dets([box_at(100, 50)], [0.9], [0]), 0.08)
     assert ids_of(person) == [2] and state_of(tracker, 1) == LOST
 
 

@@ -14,7 +14,7 @@ from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import TrackConfig
 from vapipe.stages.track.stage import TrackStage
 
-NAMES = ("person", "bicycle", "car")
+NAMES = ("person", "truck", "car")  # truck and car: one group (confusable)
 
 
 def dets(boxes: list[tuple[float, float, float, float]], scores=None, classes=None) -> Detections:
@@ -153,10 +153,12 @@ def test_merging_is_only_for_other_classes_on_the_same_box() -> None:
     # two classes overlapping IoU ~0.6): four objects, four tracks.
     people = [box_at(0, 0, 40, 80), box_at(10, 0, 40, 80)]
     rider = [box_at(200, 0, 40, 80), box_at(200, 30, 40, 50)]
-    frames = [dets([*people, *rider], classes=[0, 0, 0, 1]) for _ in range(3)]
-    ids = run(ByteTracker(TrackConfig()), frames)
-    assert sorted(ids[-1]) == [1, 2, 3, 4]
-    assert run(ByteTracker(TrackConfig(merge_iou=0.5)), frames)[-1].count(-1) == 1
+    frames = [dets([*people, *rider], classes=[0, 0, 0, 2]) for _ in range(3)]
+    for aware in (True, False):
+        ids = run(ByteTracker(TrackConfig(class_aware=aware)), frames)
+        assert sorted(ids[-1]) == [1, 2, 3, 4]
+        merging = TrackConfig(merge_iou=0.5, class_aware=aware)
+        assert run(ByteTracker(merging), frames)[-1].count(-1) == 1
 
 
 def run_classes(tracker: ByteTracker, frames: list[Detections]) -> list[list[int]]:
@@ -314,7 +316,8 @@ def test_merging_takes_an_iou_of_exactly_merge_iou_and_1_turns_it_off() -> None:
 def test_a_duplicate_votes_for_the_track_of_its_own_primary() -> None:
     # Two tracked people; then the second (track row 1, detection 1) is named twice, bicycle
     # first: its person duplicate votes for the second track, not for the first.
-    tracker = ByteTracker(TrackConfig(class_half_life_s=1e9))  # votes as they were cast
+    # class_aware off: a person named a truck too is one object (any class may be any).
+    tracker = ByteTracker(TrackConfig(class_half_life_s=1e9, class_aware=False))
     tracker.update(dets([square(0), square(100)], [0.9, 0.9], [0, 0]), 0.0)
     named_twice = dets([square(0), square(100), square(100)], [0.9, 0.9, 0.8], [0, 1, 0])
     tracker.update(named_twice, 1 / 25)
@@ -326,7 +329,7 @@ def test_a_new_class_column_keeps_every_track_s_votes_in_its_own_class() -> None
     # Two tracks of class 0; then class 1 appears on the first: the votes of class 0 stay in
     # class 0's column for both (a widened table with the old one copied to the wrong place
     # would give the first track a class-1 lead).
-    tracker = ByteTracker(TrackConfig(class_half_life_s=1e9))  # votes as they were cast
+    tracker = ByteTracker(TrackConfig(class_half_life_s=1e9, class_aware=False))
     tracker.update(dets([square(0), square(100)], [0.9, 0.9], [0, 0]), 0.0)
     out = tracker.update(dets([square(0), square(100)], [0.5, 0.9], [1, 0]), 1 / 25)
     assert out.class_id.tolist() == [0, 0]

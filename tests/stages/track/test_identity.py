@@ -116,22 +116,25 @@ def test_a_confident_other_class_away_from_the_last_box_is_another_object() -> N
     as_car = [dets([box_at(100 + 30 * i, 100, 60, 60)], classes=[2]) for i in range(6)]
     person_ahead = [dets([box_at(100 + 30 * 8, 100, 60, 60)], classes=[0]) for _ in range(3)]
     assert run(ByteTracker(TrackConfig()), as_car + gap + person_ahead)[-1] == [2]  # either way
+    # In place: with class groups (the default), a car where a person was is another object;
+    # without, the detector hesitating, and the track goes on.
     in_place = [dets([box_at(100 + 30 * 5, 100, 60, 60)], classes=[2]) for _ in range(3)]
-    assert run(ByteTracker(TrackConfig()), moving + in_place)[-1] == [1]
+    assert run(ByteTracker(TrackConfig()), moving + in_place)[-1] == [2]
+    assert run(ByteTracker(TrackConfig(class_aware=False)), moving + in_place)[-1] == [1]
 
 
 def test_the_class_follows_what_was_seen_lately() -> None:
-    # 3 s a car (0.8), then 3 s the detector says bicycle (0.7): over the whole life the car
-    # leads (60 against 52.5); over the last seconds, the bicycle.
+    # 3 s a car (0.8), then 3 s the detector says truck (0.7): over the whole life the car
+    # leads (60 against 52.5); over the last seconds, the truck.
     frames = [dets([box_at(10 + i, 50, 80, 40)], [0.8], [2]) for i in range(75)]
     frames += [dets([box_at(85 + i, 50, 80, 40)], [0.7], [1]) for i in range(75)]
     classes = run_classes(ByteTracker(TrackConfig(class_half_life_s=2.0)), frames)
     assert classes[74] == [2] and classes[-1] == [1]
     assert run_classes(ByteTracker(TrackConfig(class_half_life_s=1e9)), frames)[-1] == [2]
     tracker = ByteTracker(TrackConfig(class_half_life_s=1.0))
-    tracker.update(dets([square(0)], [0.8], [0]), 0.0)
-    tracker.update(dets([square(0)], [0.5], [1]), 2.0)  # two half-lives later
-    assert tracker.votes[0].tolist() == pytest.approx([0.2, 0.5])
+    tracker.update(dets([square(0)], [0.8], [2]), 0.0)
+    tracker.update(dets([square(0)], [0.5], [1]), 2.0)  # two half-lives later: truck
+    assert tracker.votes[0].tolist() == pytest.approx([0.0, 0.5, 0.2])
 
 
 NAMED = ("person", "bicycle", "car", "motorcycle", "bus", "train", "truck")

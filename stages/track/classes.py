@@ -1,0 +1,114 @@
+"""Which classes may be one object: the groups of classes a detector mixes up (``confusable``:
+a car it calls a truck now and then, a cat it calls a dog). Classes in no group are each a
+group of their own, so a person is only ever a person."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from vapipe.pipeline.detections import Detections
+from vapipe.stages.boxes import iou_matrix
+
+if TYPE_CHECKING:
+    from vapipe.stages.track.config import TrackConfig
+
+TRACKED = 0
+"""bytetrack's state of a track seen on its last frame."""
+
+CONFUSABLE: list[list[str]] = [
+    ["car", "truck", "bus"],
+    ["bicycle", "motorcycle"],
+    ["cat", "dog"],
+    ["horse", "cow", "sheep"],
+]
+"""The default groups (COCO names): vehicles; two-wheelers; small animals; large animals (the
+sample models call the horses of horses.mp4 cows and sheep at times)."""
+
+
+class ClassGroups:
+    """``of(class_ids)``: each class id's group number, for one detector's class names."""
+
+    def __init__(self, groups: Sequence[Sequence[str]]) -> None:
+        self.number = {name: index for index, group in enumerate(groups) for name in group}
+        self._names: Sequence[str] = ()
+        self._table = np.zeros(0, np.int64)
+
+    def of(self, class_ids: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """Group numbers of ``class_ids`` (the detector's ``names`` index them); a class in
+        no group, or past the names, is a group of its own."""
+        if tuple(names) != tuple(self._names):
+            self._names = tuple(names)
+            past = len(self.number)  # numbers past the groups' for the classes in none
+            self._table = np.array(
+                [self.number.get(name, past + index) for index, name in enumerate(names)],
+                np.int64,
+            )
+        ids = np.asarray(class_ids, np.int64)
+        alone = len(self.number) + ids  # a class the names do not cover: a group of its own
+        if not len(self._table):
+            return alone
+        known = (ids >= 0) & (ids < len(self._table))
+        return np.where(known, self._table[np.clip(ids, 0, len(self._table) - 1)], alone)
+
+
+class ClassRules:
+    """What class groups decide for ``ByteTracker`` (``class_aware``): which detections may
+    continue a track, which name of a box named twice is kept, and whose votes count."""
+
+    params: TrackConfig
+    groups: ClassGroups
+    names: Sequence[str]
+    class_id: np.ndarray
+    ids: np.ndarray
+    state: np.ndarray
+    hits: np.ndarray
+    votes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _of_group(self, dets: Detections, kinds: np.ndarray, overlap: np.ndarray) -> np.ndarray:
+        """Track x detection: of the track's group; or of another, for a track seen the frame
+        before, when the detector is unsure of it on the track's box (``overlap`` with its last
+        box 0.5 or more: a dog called a person 0.4 for a frame), or when the track was seen
+        only once (it has no species yet: a sure other group overlapping it by ``match_iou``
+        takes it over)."""
+        own = self.groups.of(self.class_id, self.names)[:, None] == kinds[None, :]
+        unsure = (dets.score < self.params.class_change_score)[None, :]
+        seen_last = (self.state == TRACKED)[:, None]
+        once = (self.hits == 1)[:, None] & (overlap >= self.params.match_iou)
+        return own | (seen_last & ((unsure & (overlap >= 0.5)) | once))
+
+    def _expected(
+        self, dets: Detections, kinds: np.ndarray | None, predicted: np.ndarray
+    ) -> np.ndarray | None:
+        """Per detection, with class groups, which name of a box named twice by two groups is
+        kept: 2 for a sure one (``class_change_score``), then 1 for one of the group of a
+        confirmed track that is there (its prediction overlapping by ``match_iou``: a dog's
+        box also called a person, 0.36 against 0.21, is the dog's), then 0; ties by score."""
+        if kinds is None or len(self) == 0 or len(dets) == 0:
+            return None
+        mine = self.groups.of(self.class_id, self.names)[:, None] == kinds[None, :]
+        near = iou_matrix(predicted, dets.xyxy) >= self.params.match_iou
+        expected = ((self.ids > 0)[:, None] & mine & near).any(axis=0)
+        return np.where(dets.score >= self.params.class_change_score, 2, expected.astype(int))
+
+    def _own_group(
+        self, det_index: np.ndarray, track_rows: np.ndarray, matched: int, dets: Detections
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The (detection, track) votes of the track's own group: a name of another group is
+        no vote for it. A sure detection of another group matched to a track (the first
+        ``matched`` pairs; only one seen once can be) takes it over: its votes start anew."""
+        kinds = self.groups.of(dets.class_id[det_index], dets.names)
+        track_kinds = self.groups.of(self.class_id[track_rows], dets.names)
+        sure = dets.score[det_index] >= self.params.class_change_score
+        takeover = (np.arange(len(det_index)) < matched) & (kinds != track_kinds) & sure
+        taken = track_rows[takeover]
+        self.votes[taken] = 0.0
+        for row, kind in zip(taken.tolist(), kinds[takeover].tolist(), strict=True):
+            track_kinds[track_rows == row] = kind
+        own = kinds == track_kinds
+        return det_index[own], track_rows[own]
