@@ -242,8 +242,12 @@ def random_section(random: dict) -> str:
         "cut-outs entering and leaving at random edges and times (seeds 100-107 tuning, 200-207 "
         "held out; nothing was tuned on either), both models. *Two-group tracks*: tracks whose "
         "boxes covered true objects of two class groups (a person's track going on on a dog), "
-        "and tracks whose shown label changed group. Ultralytics is not installed on this "
-        "machine: its rows are missing.", "",
+        "and tracks whose shown label changed group. With the defaults a label changes group "
+        "only when a track seen once is taken over, on its second frame, by the group the "
+        "detector is then sure of; the covered objects also count the detector's own mistakes "
+        "(the ones looked at, in random_104: a truck called a person, so a person's track "
+        "went on on it; one cut-out pasted over another). Ultralytics is not installed on "
+        "this machine: its rows are missing.", "",
         "| setting | split | count error | overcount | missed | mean HOTA | mean IDF1 | ID "
         "switches | two-group tracks (objects / labels) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.accuracy import synth
+from bench.accuracy import random_scenes, synth
 from bench.accuracy.detect import cache_dir, detect
 from bench.accuracy.scenes import SCENES
 from bench.accuracy.score import Box
@@ -100,24 +100,32 @@ def people() -> Clip:
 
 
 def generated() -> list[Clip]:
-    folder = cache_dir() / "scenes"
-    folder.mkdir(exist_ok=True)
+    """The written scenes (scenes.py)."""
     clips = []
     for scene in SCENES:
-        path = synth.render(scene, media(), folder)
-        dwell = {"dwell_s": scene.zone_dwell_s} if scene.zone_dwell_s else {}
         dog = any(m.crop == "dog" for m in scene.movers)
-        clips.append(
-            Clip(
-                scene.name, path, synth.FPS, scene.frames, scene.size,
-                {"lines": [scene.line], "zones": [{**scene.zone, **dwell}]},
-                [{"frame": c["frame"], "direction": c["direction"], "label": c["label"]}
-                 for c in scene.truth["crossings"]],
-                boxes=[list(frame) for frame in scene.truth["boxes"]],
-                visits=scene.truth["visits"],
-                dwell_frames=scene.zone_dwell_s * synth.FPS if scene.zone_dwell_s else None,
-                classes=[0, 2, 5, 7, 16] if dog else [0, 2, 5, 7],
-                split=scene.split, scene=scene,
-            )
-        )  # fmt: skip
+        clips.append(scene_clip(scene, [0, 2, 5, 7, 16] if dog else [0, 2, 5, 7]))
     return clips
+
+
+def random_generated() -> list[Clip]:
+    """The scenes drawn from seeds (random_scenes.py)."""
+    return [scene_clip(scene, random_scenes.CLASSES) for scene in random_scenes.random_scenes()]
+
+
+def scene_clip(scene: synth.Scene, classes: list[int]) -> Clip:
+    """A generated scene rendered (cached) as a clip with its truth."""
+    folder = cache_dir() / "scenes"
+    folder.mkdir(exist_ok=True)
+    path = synth.render(scene, media(), folder)
+    dwell = {"dwell_s": scene.zone_dwell_s} if scene.zone_dwell_s else {}
+    return Clip(
+        scene.name, path, synth.FPS, scene.frames, scene.size,
+        {"lines": [scene.line], "zones": [{**scene.zone, **dwell}]},
+        [{"frame": c["frame"], "direction": c["direction"], "label": c["label"]}
+         for c in scene.truth["crossings"]],
+        boxes=[list(frame) for frame in scene.truth["boxes"]],
+        visits=scene.truth["visits"],
+        dwell_frames=scene.zone_dwell_s * synth.FPS if scene.zone_dwell_s else None,
+        classes=classes, split=scene.split, scene=scene,
+    )  # fmt: skip
