@@ -30,6 +30,11 @@ RESULTS = REPO / "tools/results"
 
 MODULES: dict[str, list[str]] = {
     "stages/objects/memory.py": ["tests/stages/objects/test_memory.py"],
+    "stages/objects/cl_crops.py": ["tests/stages/objects/test_cl_crops.py"],
+    "stages/track/classes.py": [
+        "tests/stages/track/test_species.py",
+        "tests/stages/track/test_association.py",
+    ],
     "stages/objects/crops.py": ["tests/stages/objects/test_crops.py"],
     "stages/objects/gallery.py": ["tests/stages/objects/test_gallery.py"],
     "stages/events/outbox.py": ["tests/stages/events/test_outbox.py"],
@@ -62,6 +67,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "stages/track/backtrace.py": ["tests/stages/track/test_backtrace.py"],
     "stages/track/boxes.py": [
+        "tests/stages/track/test_species.py",
         "tests/stages/track/test_bytetrack.py",
         "tests/stages/track/test_identity.py",
         "tests/stages/track/test_coast.py",
