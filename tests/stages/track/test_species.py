@@ -190,3 +190,27 @@ def test_a_still_object_hidden_at_the_edge_has_no_direction_to_keep() -> None:
     again = [seen([box_at(0, 100, 80, 40)], [CAR])]
     ids, _ = track(parked + [seen([], [])] * 3 + again)
     assert ids[-1] == [1]
+
+
+def test_the_edges_of_hesitation_and_of_being_sure() -> None:
+    # Exactly class_change_score is sure: another object. An unsure name on the last box
+    # (IoU 0.5 or more) continues the track; just off it, it is another object.
+    box = box_at(200, 100, 60, 100)
+    dog = [seen([box], [DOG]) for _ in range(5)]
+    assert track([*dog, seen([box], [PERSON], [0.5])])[0][-1] == [2]
+
+    def inside(iou: float) -> tuple[float, float, float, float]:
+        side = iou**0.5  # a box of the same shape inside: IoU is the ratio of areas
+        return (200.0, 100.0, 200 + 60 * side, 100 + 100 * side)
+
+    ids, names = track([*dog, seen([inside(0.505)], [PERSON], [0.4])])
+    assert ids[-1] == [1] and names[-1] == ["dog"]
+    assert track([*dog, seen([inside(0.495)], [PERSON], [0.4])])[0][-1] == [2]
+
+
+def test_classes_past_the_names_are_groups_of_their_own() -> None:
+    groups = ClassGroups(CONFUSABLE)
+    named = set(groups.of(np.arange(len(NAMES)), NAMES).tolist())
+    past = groups.of(np.array([8, 9, 30]), NAMES).tolist()
+    assert len(set(past)) == 3 and not set(past) & named
+    assert groups.of(np.array([9]), NAMES).tolist() == [past[1]]  # the same class, the same
