@@ -223,3 +223,45 @@ def test_a_kernel_that_fails_at_run_time_leaves_the_node_on_numpy(
     labels = [f.detections.attributes[0]["kind"]["label"] for f in done]  # type: ignore[union-attr,index]
     assert labels == ["light", "dark"]
     stage.close()
+
+
+def test_the_device_buffers_are_kept_while_big_enough_and_doubled_when_not(
+    program: CropProgram,
+) -> None:
+    kernel = OpenCLCrops((16, 16), RAW_BGR, False, program)
+    image = np.zeros((40, 60, 3), np.uint8)
+    crop = (0, warp_matrix(np.array([0.0, 0.0, 20, 20]), (16, 16), "stretch"), None)
+    kernel.inputs([image], [crop])
+    first_src, first_out = kernel._src, kernel._out
+    assert (kernel._src_bytes, kernel._out_bytes) == (image.nbytes, 16 * 16 * 3 * 4)
+    kernel.inputs([image[:20]], [crop])  # less: the same buffers
+    assert kernel._src is first_src and kernel._out is first_out
+    kernel.inputs([image], [crop] * 3)  # three crops: twice the output or what is needed
+    assert kernel._src is first_src and kernel._out is not first_out
+    assert kernel._out_bytes == 3 * 16 * 16 * 3 * 4
+    kernel.inputs([image, image], [crop])  # 2 frames: double, as that is as much
+    assert kernel._src_bytes == 2 * image.nbytes
+
+
+def test_a_device_whose_kernel_does_not_build_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Device:
+        def __init__(self, name: str) -> None:
+            self.name = f" {name} "
+
+    broken, good = Device("broken"), Device("good")
+    tried: list[Any] = []
+
+    def build(self: CropProgram, device: Any) -> None:
+        tried.append(device)
+        if device is broken:
+            raise OpenCLUnavailable("crop kernel did not build: no")
+
+    monkeypatch.setattr(cl_crops, "pyopencl_module", lambda: None)
+    monkeypatch.setattr(cl_crops, "candidate_devices", lambda kind, platform: [broken, good])
+    monkeypatch.setattr(CropProgram, "_build", build)
+    assert CropProgram().device is good and tried == [broken, good]
+    monkeypatch.setattr(cl_crops, "candidate_devices", lambda kind, platform: [broken, broken])
+    with pytest.raises(OpenCLUnavailable, match=r"^broken: crop kernel did not build: no; broken"):
+        CropProgram()
