@@ -9,9 +9,7 @@ from vapipe.pipeline.detections import Detections
 from vapipe.stages.boxes import iou_matrix
 
 
-def duplicates_of(
-    dets: Detections, merge_iou: float, rank: np.ndarray | None = None
-) -> np.ndarray:
+def duplicates_of(dets: Detections, merge_iou: float, rank: np.ndarray | None = None) -> np.ndarray:
     """For each detection, the index of a better one of another class that covers the same
     box (IoU at least ``merge_iou``): the same object named twice. Better: the higher
     ``rank`` (``ClassRules._expected``), then the higher score. -1 for the others."""

@@ -5,27 +5,15 @@ group of their own, so a person is only ever a person."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vapipe.pipeline.detections import Detections
 from vapipe.stages.boxes import iou_matrix
-
-if TYPE_CHECKING:
-    from vapipe.stages.track.config import TrackConfig
+from vapipe.stages.track.config import TrackConfig
 
 TRACKED = 0
 """bytetrack's state of a track seen on its last frame."""
-
-CONFUSABLE: list[list[str]] = [
-    ["car", "truck", "bus"],
-    ["bicycle", "motorcycle"],
-    ["cat", "dog"],
-    ["horse", "cow", "sheep"],
-]
-"""The default groups (COCO names): vehicles; two-wheelers; small animals; large animals (the
-sample models call the horses of horses.mp4 cows and sheep at times)."""
 
 
 class ClassGroups:

@@ -7,7 +7,15 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.stage import StageConfig
-from vapipe.stages.track.classes import CONFUSABLE
+
+CONFUSABLE: list[list[str]] = [
+    ["car", "truck", "bus"],
+    ["bicycle", "motorcycle"],
+    ["cat", "dog"],
+    ["horse", "cow", "sheep"],
+]
+"""The default class groups (COCO names): vehicles; two-wheelers; small animals; large animals
+(the sample models call the horses of horses.mp4 cows and sheep at times)."""
 
 
 class TrackConfig(StageConfig):

@@ -11,8 +11,8 @@ import numpy as np
 from tests.stages.track.test_bytetrack import box_at
 from vapipe.pipeline.detections import Detections
 from vapipe.stages.track.bytetrack import ByteTracker
-from vapipe.stages.track.classes import CONFUSABLE, ClassGroups
-from vapipe.stages.track.config import TrackConfig
+from vapipe.stages.track.classes import ClassGroups
+from vapipe.stages.track.config import CONFUSABLE, TrackConfig
 
 NAMES = ("person", "bicycle", "car", "motorcycle", "cat", "dog", "truck", "horse")
 PERSON, BICYCLE, CAR, MOTORCYCLE, CAT, DOG, TRUCK, HORSE = range(8)
