@@ -516,3 +516,50 @@ def test_a_reduction_that_drops_the_batch_axis_is_refused_by_the_check(tmp_path:
     )
     assert make_batch_dynamic(path).reductions == 0
     assert dynamic_model(path, session(path), session, "reid").batch_mode != "dynamic (rewritten)"
+
+
+def reductions_graph(tmp_path: Path, nodes: list, inits: list, opset: int = 18) -> str:
+    """x [1,3,4,4] -> the nodes -> y [1,3,4,4] (each test's nodes end in y)."""
+    shape = [1, 3, 4, 4]
+    return save(tmp_path, nodes, [value("x", shape)], [value("y", shape)], inits, "r", opset)
+
+
+def test_negative_axes_stay_and_axes_computed_by_a_node_are_left(tmp_path: Path) -> None:
+    # [0, -1] loses only the batch; axes that a node computes are not read (nor guessed).
+    path = reductions_graph(
+        tmp_path,
+        [
+            helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=1),
+            helper.make_node("Identity", ["other_axes"], ["computed"]),
+            helper.make_node("ReduceMax", ["x", "computed"], ["n"], keepdims=1),
+            helper.make_node("Sub", ["x", "m"], ["d"]),
+            helper.make_node("Sub", ["d", "n"], ["y"]),
+        ],
+        [ints("axes", [0, -1]), ints("other_axes", [0])],
+    )
+    rewrite = make_batch_dynamic(path)
+    assert rewrite.reductions == 1
+    model = onnx.load_from_string(rewrite.model)
+    mean = next(n for n in model.graph.node if n.op_type == "ReduceMean")
+    axes = {i.name: numpy_helper.to_array(i).tolist() for i in model.graph.initializer}
+    assert axes[mean.input[1]] == [-1]
+
+
+def test_a_reduction_without_axes_does_not_stop_the_next_being_rewritten(tmp_path: Path) -> None:
+    path = reductions_graph(
+        tmp_path,
+        [
+            helper.make_node("ReduceMean", ["x"], ["everything"], keepdims=1),  # all axes
+            helper.make_node("ReduceMean", ["x"], ["m"], axes=[0, 1, 2, 3], keepdims=1),
+            helper.make_node("Sub", ["x", "m"], ["d"]),
+            helper.make_node("Sub", ["d", "everything"], ["y"]),
+        ],
+        [],
+        opset=13,
+    )
+    rewrite = make_batch_dynamic(path)
+    assert rewrite.reductions == 1
+    model = onnx.load_from_string(rewrite.model)
+    kept = [helper.get_attribute_value(a) for n in model.graph.node for a in n.attribute
+            if a.name == "axes"]  # fmt: skip
+    assert kept == [[1, 2, 3]]
