@@ -86,11 +86,11 @@ class ByteTracker(ClassRules):
         self.names = dets.names
         first_new_id = self.next_id
         self._advance(time_s)
-        kinds = self.groups.of(dets.class_id, dets.names) if p.class_aware else None
+        own = self._same_group(dets) if p.class_aware else None
         predicted = kalman.boxes_of(self.mean)
-        primary = duplicates_of(dets, p.merge_iou, self._expected(dets, kinds, predicted))
+        primary = duplicates_of(dets, p.merge_iou, self._expected(dets, own, predicted))
         kept = primary < 0
-        same = self._same_object(dets, kinds)
+        same = self._same_object(dets, own, predicted)
         # Tracks x detections. After skipped frames, what overlap left unmatched is matched
         # again on widened boxes (a cascade, as C-BIoU's: in a crowd, the plain overlaps pair
         # the near ones first).
@@ -236,9 +236,11 @@ class ByteTracker(ClassRules):
             tracks, candidates = without(tracks, took_tracks), without(candidates, took_dets)
         return np.concatenate(found_tracks), np.concatenate(found_dets)
 
-    def _same_object(self, dets: Detections, kinds: np.ndarray | None) -> np.ndarray:
+    def _same_object(
+        self, dets: Detections, own: np.ndarray | None, predicted: np.ndarray
+    ) -> np.ndarray:
         """Track x detection: whether the pair may be one object at all, overlap aside. With
-        ``kinds`` (the detections' class groups, ``class_aware``), of the track's group. Its
+        ``own`` (``class_aware``: of the track's class group), by the group rules. Its
         shape must be near that of the track's last seen box; a confident detection of another
         class must overlap the track's last seen box (a class change in place is the detector
         hesitating; elsewhere, it is another object); a track that left the picture is
@@ -253,9 +255,8 @@ class ByteTracker(ClassRules):
         confident = (dets.score >= self.params.high_score)[None, :]
         overlap = iou_matrix(self.last_box, dets.xyxy)
         same = shaped & ~(other_class & confident & (overlap <= 0))
-        if kinds is not None:
-            same &= self._of_group(dets, kinds, overlap)
-        predicted = kalman.boxes_of(self.mean)
+        if own is not None:
+            same &= self._of_group(dets, own, overlap)
         return same & onward(self.last_box, predicted, dets.xyxy, self._gone())
 
     def _fragments(self, dets: Detections, born: np.ndarray, taken: np.ndarray) -> np.ndarray:

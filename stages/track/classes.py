@@ -22,12 +22,13 @@ class ClassGroups:
     def __init__(self, groups: Sequence[Sequence[str]]) -> None:
         self.number = {name: index for index, group in enumerate(groups) for name in group}
         self._names: Sequence[str] = ()
+        """The names the table was made for (a detector's names: one tuple, seen again)."""
         self._table = np.zeros(0, np.int64)
 
     def of(self, class_ids: np.ndarray, names: Sequence[str]) -> np.ndarray:
         """Group numbers of ``class_ids`` (the detector's ``names`` index them); a class in
         no group, or past the names, is a group of its own."""
-        if tuple(names) != tuple(self._names):
+        if names is not self._names and tuple(names) != self._names:
             self._names = tuple(names)
             past = len(self.number)  # numbers past the groups' for the classes in none
             self._table = np.array(
@@ -58,30 +59,33 @@ class ClassRules:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def _of_group(self, dets: Detections, kinds: np.ndarray, overlap: np.ndarray) -> np.ndarray:
+    def _same_group(self, dets: Detections) -> np.ndarray:
+        """Track x detection: whether the detection's class is of the track's group."""
+        kinds = self.groups.of(dets.class_id, dets.names)
+        return self.groups.of(self.class_id, dets.names)[:, None] == kinds[None, :]
+
+    def _of_group(self, dets: Detections, own: np.ndarray, overlap: np.ndarray) -> np.ndarray:
         """Track x detection: of the track's group; or of another, for a track seen the frame
         before, when the detector is unsure of it on the track's box (``overlap`` with its last
         box 0.5 or more: a dog called a person 0.4 for a frame), or when the track was seen
         only once (it has no species yet: a sure other group overlapping it by ``match_iou``
         takes it over)."""
-        own = self.groups.of(self.class_id, self.names)[:, None] == kinds[None, :]
         unsure = (dets.score < self.params.class_change_score)[None, :]
         seen_last = (self.state == TRACKED)[:, None]
         once = (self.hits == 1)[:, None] & (overlap >= self.params.match_iou)
         return own | (seen_last & ((unsure & (overlap >= 0.5)) | once))
 
     def _expected(
-        self, dets: Detections, kinds: np.ndarray | None, predicted: np.ndarray
+        self, dets: Detections, own: np.ndarray | None, predicted: np.ndarray
     ) -> np.ndarray | None:
         """Per detection, with class groups, which name of a box named twice by two groups is
         kept: 2 for a sure one (``class_change_score``), then 1 for one of the group of a
         confirmed track that is there (its prediction overlapping by ``match_iou``: a dog's
         box also called a person, 0.36 against 0.21, is the dog's), then 0; ties by score."""
-        if kinds is None or len(self) == 0 or len(dets) == 0:
+        if own is None or len(self) == 0 or len(dets) == 0:
             return None
-        mine = self.groups.of(self.class_id, self.names)[:, None] == kinds[None, :]
         near = iou_matrix(predicted, dets.xyxy) >= self.params.match_iou
-        expected = ((self.ids > 0)[:, None] & mine & near).any(axis=0)
+        expected = ((self.ids > 0)[:, None] & own & near).any(axis=0)
         return np.where(dets.score >= self.params.class_change_score, 2, expected.astype(int))
 
     def _own_group(
