@@ -32,6 +32,9 @@ CLASSES = [0, 2, 5, 7, 15, 16, 17, 18, 19]
 """What the detector keeps on these scenes: people, vehicles, and the animals it mixes up
 (cat, dog, horse, sheep, cow)."""
 SEEDS = {"tuning": range(100, 108), "held-out": range(200, 208)}
+CROWD_SEEDS = {"tuning": range(150, 154), "held-out": range(250, 254)}
+"""The seeds of ``crowd_scene``: people crossing one another, told apart by their looks."""
+_PEOPLE = [k for k, (_, label, *_) in enumerate(POOL) if label == "person"]
 _EDGES = ("left", "right", "top", "bottom")
 
 
@@ -69,5 +72,37 @@ def random_scene(seed: int, split: str) -> Scene:
     return Scene(f"random_{seed}", f"seed {seed}: {what}", FRAMES, movers, split=split)
 
 
+def crowd_scene(seed: int, split: str) -> Scene:
+    """People only, each in clothes of their own colour (``Mover.hue``), entering at the
+    left or right edge and leaving at the other within one band of the picture, so that
+    their paths cross and their boxes overlap: the scenes where looks can tell who is who."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(6, 10))
+    hues = (np.arange(count) * 180 // count + int(rng.integers(180))) % 180
+    movers = []
+    for hue in rng.permutation(hues).tolist():
+        crop, label, heights, faces_right = POOL[int(rng.choice(_PEOPLE))]
+        assert heights is not None
+        mover = Mover(crop, [], label=label, over=bool(rng.random() < 0.5), hue=int(hue))
+        mover.height = int(rng.integers(*heights))
+        width, height = crop_size(mover)
+        rightward = bool(rng.random() < 0.5)
+        x0, x1 = (-width, WIDTH) if rightward else (WIDTH, -width)
+        band = HEIGHT / 2 - height / 2
+        y0, y1 = (float(band + rng.uniform(-40, 40)) for _ in range(2))
+        mover.flip = (x1 < x0) == faces_right
+        start = int(rng.integers(0, FRAMES - 120))
+        length = int(rng.integers(110, 200))
+        share = [(i - start) / (length - 1) for i in range(FRAMES)]
+        mover.path = [
+            (x0 + (x1 - x0) * t, y0 + (y1 - y0) * t) if 0 <= t <= 1 else None for t in share
+        ]
+        movers.append(mover)
+    return Scene(f"crowd_{seed}", f"seed {seed}: {count} people, each in other colours",
+                 FRAMES, movers, split=split)  # fmt: skip
+
+
 def random_scenes() -> list[Scene]:
-    return [random_scene(seed, split) for split, seeds in SEEDS.items() for seed in seeds]
+    drawn = [random_scene(seed, split) for split, seeds in SEEDS.items() for seed in seeds]
+    crowds = [crowd_scene(seed, split) for split, seeds in CROWD_SEEDS.items() for seed in seeds]
+    return drawn + crowds

@@ -4,7 +4,8 @@ code the pipeline runs), and Ultralytics' ByteTrack with its ObjectCounter's lin
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -50,6 +51,43 @@ def still_frames(path: Path, fps: float) -> tuple[bool, ...]:
     return tuple(flags)
 
 
+def pictures(clip: Clip, wanted: bool) -> Iterator[np.ndarray]:
+    """The clip's frames (BGR) where ``wanted`` (a tracker that reads pixels), else one
+    black picture over and over."""
+    if wanted:
+        with av.open(str(clip.path)) as container:
+            for picture in container.decode(video=0):
+                yield picture.to_ndarray(format="bgr24")
+        return
+    width, height = clip.size
+    black = np.zeros((height, width, 3), np.uint8)
+    while True:
+        yield black
+
+
+_LOOKS: dict[tuple, tuple[np.ndarray, float]] = {}
+
+
+class _Remembered:
+    """``Embedder.vectors`` remembered by clip, frame and boxes, so that the settings compared
+    on one clip's detections embed each box once; ``saved`` is the time a lookup saved (the
+    embedding's own time when it was made), added back to the stage's time per frame."""
+
+    def __init__(self, vectors: Callable[[Frame], np.ndarray], clip: str) -> None:
+        self.vectors, self.clip, self.saved = vectors, clip, 0.0
+
+    def __call__(self, frame: Frame) -> np.ndarray:
+        dets = frame.detections
+        assert dets is not None
+        key = (self.clip, frame.seq, dets.xyxy.tobytes(), dets.score.tobytes())
+        if key not in _LOOKS:
+            started = time.perf_counter()
+            _LOOKS[key] = (self.vectors(frame), time.perf_counter() - started)
+        else:
+            self.saved += _LOOKS[key][1]
+        return _LOOKS[key][0]
+
+
 def _tracked(
     clip: Clip,
     dets: list[Detections],
@@ -59,21 +97,27 @@ def _tracked(
     interval: int = 1,
     motion: bool = False,
     interval_s: float | None = None,
+    seconds: list[float] | None = None,
 ) -> Iterator[Frame]:
     """Each frame after the track stage (the detections kept at ``conf`` and up). With
     ``interval`` N, the detector's boxes reach the tracker on one frame in N only, as with
     ``infer.interval`` (``interval_s``: as with that key, by the node's own schedule): the
     others are predicted frames. With ``motion``, so do the frames where the motion node saw
-    nothing move (flagged still, as it flags them)."""
+    nothing move (flagged still, as it flags them). A tracker that reads pixels (``track.
+    appearance``) gets the clip's own; ``seconds`` gets the stage's time per frame."""
     schedule = DetectionSchedule(interval, interval_s)
     tracker = stage("track", stage.Config.model_validate(track))
     tracker.open(None)  # type: ignore[arg-type]
     width, height = clip.size
     info = StreamInfo(clip.name, str(clip.path), width, height, clip.fps)
-    image = np.zeros((height, width, 3), np.uint8)
     still = still_frames(clip.path, clip.fps) if motion else ()
+    images = pictures(clip, tracker.reads_pixels)
+    remembered = None
+    if tracker.embedder is not None:
+        remembered = _Remembered(tracker.embedder.vectors, clip.name)
+        tracker.embedder.vectors = remembered  # type: ignore[method-assign]
     for seq, found in enumerate(dets):
-        frame = Frame(clip.name, seq, seq / clip.fps, 0.0, image, info)
+        frame = Frame(clip.name, seq, seq / clip.fps, 0.0, next(images), info)
         if seq < len(still) and still[seq]:
             frame.predicted = True
             frame.motion = Motion(still=True)
@@ -81,8 +125,15 @@ def _tracked(
             frame.predicted = True
         else:
             frame.detections = found[found.score >= conf]
+        started = time.perf_counter()
         (frame,) = tracker.process(frame)
+        if seconds is not None:
+            saved = remembered.saved if remembered else 0.0
+            seconds.append(time.perf_counter() - started + saved)
+            if remembered:
+                remembered.saved = 0.0
         yield frame
+    tracker.close()
 
 
 def _boxes(found: Detections) -> list[Box]:
@@ -99,17 +150,19 @@ def vapipe(
     interval: int = 1,
     motion: bool = False,
     interval_s: float | None = None,
+    seconds: list[float] | None = None,
 ) -> tuple[list[dict], list[list[Box]]]:
     """Events and per-frame tracks of the pipeline's own track and analytics stages (or of
-    another track stage: a plugin's subclass of TrackStage, with its own config keys). Stages
-    that read pixels get a black picture: run such a tracker through the CLI instead."""
+    another track stage: a plugin's subclass of TrackStage, with its own config keys; one
+    that reads pixels gets the clip's). ``seconds``: the track stage's time per frame."""
     counter = AnalyticsStage(
         "analytics", AnalyticsConfig.model_validate({**clip.analytics, **analytics})
     )
     counter.open(None)  # type: ignore[arg-type]
     events: list[dict] = []
     tracks: list[list[Box]] = []
-    for frame in _tracked(clip, dets, track, conf, stage, interval, motion, interval_s):
+    frames = _tracked(clip, dets, track, conf, stage, interval, motion, interval_s, seconds)
+    for frame in frames:
         (frame,) = counter.process(frame)
         events.extend({**e, "seq": frame.seq} for e in frame.events)
         tracks.append(_boxes(frame.detections))
@@ -169,11 +222,11 @@ class _Boxes:
 
 
 def ultralytics(
-    clip: Clip, dets: list[Detections], conf: float
+    clip: Clip, dets: list[Detections], conf: float, labels: list[dict[int, str]] | None = None
 ) -> tuple[list[dict], list[list[Box]]] | None:
     """Ultralytics' ByteTrack (its bytetrack.yaml defaults) and ObjectCounter's rule: a track
     counts once, when the segment between its last two box centres meets the line. None when
-    ultralytics is not installed."""
+    ultralytics is not installed. ``labels`` gets each frame's class name per track."""
     try:
         import yaml
         from ultralytics.trackers.byte_tracker import BYTETracker
@@ -195,8 +248,10 @@ def ultralytics(
                        found.class_id[keep].astype(np.float32))  # fmt: skip
         rows = tracker.update(boxes) if len(boxes) else np.zeros((0, 8))
         frame: list[Box] = []
+        named: dict[int, str] = {}
         for x1, y1, x2, y2, track, _, cls, *_ in rows.tolist():
             frame.append((int(track), x1, y1, x2, y2))
+            named[int(track)] = COCO_NAMES[int(cls)]
             centre = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
             before = last.get(int(track))
             last[int(track)] = centre
@@ -209,4 +264,6 @@ def ultralytics(
             # the centre moved to gives the same split, in the config's labels, by vapipe's rule.
             events.append(_crossing(line, seq, int(track), tuple(centre), COCO_NAMES[int(cls)]))
         tracks.append(frame)
+        if labels is not None:
+            labels.append(named)
     return events, tracks

@@ -67,6 +67,9 @@ class Mover:
     """Pasted last: hides the others where they overlap."""
     label: str = ""
     """Its COCO class name: set in scenes whose crossings are scored by class too."""
+    hue: int = 0
+    """Its colours' hue turned by this much (OpenCV's 0-180 scale): the same cut-out in
+    other clothes, for scenes where people must be told apart by their looks."""
 
 
 @dataclass
@@ -160,6 +163,10 @@ def _look(mover: Mover, crop: np.ndarray, road: np.ndarray, scale: int) -> np.nd
     if height != image.shape[0]:
         factor = height / image.shape[0]
         image = cv2.resize(image, (round(image.shape[1] * factor), height))
+    if mover.hue:
+        hsv = cv2.cvtColor(image, cv2.COLOR_BGR2HSV)
+        hsv[..., 0] = (hsv[..., 0].astype(np.int32) + mover.hue) % 180
+        image = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)
     if mover.contrast != 1.0:
         grey = np.full_like(image, int(road.mean()))
         image = cv2.addWeighted(image, mover.contrast, grey, 1 - mover.contrast, 0)

@@ -39,15 +39,14 @@ from vapipe.stages.track.backtrace import Backtrace
 from vapipe.stages.track.boxes import aspect, duplicates_of, onward, widened, without
 from vapipe.stages.track.classes import TRACKED, ClassGroups, ClassRules
 from vapipe.stages.track.config import TrackConfig
+from vapipe.stages.track.edges import EdgeRules
 
 LOST = 1
-_EDGE = 0.01
-"""A box within this fraction of the picture's width or height of its edge touches it."""
 MAX_BUFFER = 1.0
 """The most ``gap_buffer`` widens a box by, on each side, as a fraction of its size."""
 
 
-class ByteTracker(ClassRules):
+class ByteTracker(ClassRules, EdgeRules):
     """The tracks of one source. ``update`` takes a frame's detections and returns them with
     ``track_id`` set: the id of the confirmed track each belongs to, or -1."""
 
@@ -94,7 +93,7 @@ class ByteTracker(ClassRules):
         # Tracks x detections. After skipped frames, what overlap left unmatched is matched
         # again on widened boxes (a cascade, as C-BIoU's: in a crowd, the plain overlaps pair
         # the near ones first).
-        overlaps = [np.where(same, iou_matrix(predicted, dets.xyxy), 0.0)]
+        overlaps = [self._ranked(np.where(same, iou_matrix(predicted, dets.xyxy), 0.0))]
         buffer = min(MAX_BUFFER, p.gap_buffer * self.skipped)
         self.skipped = 0
         if buffer > 0:
@@ -133,7 +132,7 @@ class ByteTracker(ClassRules):
 
         rows = np.concatenate(matched_tracks)
         det_rows = np.concatenate(matched_dets)
-        self._correct(rows, dets.xyxy[det_rows], dets.score[det_rows], time_s)
+        self._correct(rows, det_rows, dets, time_s)
         self._vote(rows, det_rows, dets, primary)
         track_id, class_id = self._output(rows, det_rows, dets)
 
@@ -144,7 +143,7 @@ class ByteTracker(ClassRules):
         self._select(keep)
         born = rest_high[dets.score[rest_high] >= p.new_track_score]
         born = born[~self._fragments(dets, born, det_rows)]  # nor inside a box step 3 took
-        track_id[born] = self._start(dets[born], time_s)
+        track_id[born] = self._start(dets, born, time_s)
         self._trace_back(dets, track_id, first_new_id, kept, time_s)
         return dets.replace(track_id=track_id, class_id=class_id)
 
@@ -277,38 +276,18 @@ class ByteTracker(ClassRules):
         group = (((holds >= p.group_overlap) & alike).sum(axis=1) >= 2) & (p.group_overlap < 1)
         return fragment | group
 
-    def _left(self) -> np.ndarray:
-        """Per track: whether it left the picture (its last box touched the edge, or the
-        filter puts its centre past it)."""
-        if self.frame_size is None:
-            return np.zeros(len(self), bool)
-        width, height = self.frame_size
-        centre = self.mean[:, :2]
-        past = (centre[:, 0] < 0) | (centre[:, 0] > width) | (centre[:, 1] < 0)
-        return self._at_edge() | past | (centre[:, 1] > height)
-
-    def _gone(self) -> np.ndarray:
-        """Per track: lost after leaving the picture."""
-        return (self.state == LOST) & self._left()
-
-    def _at_edge(self) -> np.ndarray:
-        """Per track: whether its last seen box touched the picture's edge."""
-        if self.frame_size is None:
-            return np.zeros(len(self), bool)
-        width, height = self.frame_size
-        x0, y0, x1, y1 = self.last_box.T
-        return (
-            (x0 <= _EDGE * width)
-            | (y0 <= _EDGE * height)
-            | (x1 >= (1 - _EDGE) * width)
-            | (y1 >= (1 - _EDGE) * height)
-        )
+    def _ranked(self, overlap: np.ndarray) -> np.ndarray:
+        """Track x detection: how alike each pair is, what matching maximises; by motion
+        alone, the overlap (``appearance.py`` adds looks)."""
+        return overlap
 
     def _correct(
-        self, rows: np.ndarray, boxes: np.ndarray, scores: np.ndarray, time_s: float
+        self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections, time_s: float
     ) -> None:
+        """Tracks ``rows`` found again at detections ``det_rows``."""
         if len(rows) == 0:
             return
+        boxes, scores = dets.xyxy[det_rows], dets.score[det_rows]
         self.last_box[rows] = boxes
         self.last_score[rows] = scores
         mean, cov = kalman.update(self.mean[rows], self.cov[rows], boxes)
@@ -358,10 +337,11 @@ class ByteTracker(ClassRules):
         class_id[det_rows[confirmed]] = self.class_id[rows][confirmed]
         return track_id, class_id
 
-    def _start(self, dets: Detections, time_s: float) -> np.ndarray:
-        """New tracks for ``dets``; returns their ids (-1 while not confirmed)."""
-        if not len(dets):
+    def _start(self, found: Detections, born: np.ndarray, time_s: float) -> np.ndarray:
+        """New tracks for detections ``born``; returns their ids (-1 while not confirmed)."""
+        if not len(born):
             return np.zeros(0, np.int64)
+        dets = found[born]
         mean, cov = kalman.initiate(dets.xyxy)
         count = len(dets)
         first_frame = self.frames == 1  # as ByteTrack: what the first frame shows is real

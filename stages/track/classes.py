@@ -69,10 +69,12 @@ class ClassRules:
         before, when the detector is unsure of it on the track's box (``overlap`` with its last
         box 0.5 or more: a dog called a person 0.4 for a frame), or when the track was seen
         only once (it has no species yet: a sure other group overlapping it by ``match_iou``
-        takes it over)."""
+        takes it over, unless it was shown: a track confirmed at once, by its score, keeps
+        its group, and the other is a new track)."""
         unsure = (dets.score < self.params.class_change_score)[None, :]
         seen_last = (self.state == TRACKED)[:, None]
-        once = (self.hits == 1)[:, None] & (overlap >= self.params.match_iou)
+        unshown = (self.hits == 1) & (self.ids == 0)
+        once = unshown[:, None] & (overlap >= self.params.match_iou)
         return own | (seen_last & ((unsure & (overlap >= 0.5)) | once))
 
     def _expected(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.stage import StageConfig
+from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig, backend_shorthand
 
 CONFUSABLE: list[list[str]] = [
     ["car", "truck", "bus"],
@@ -16,6 +17,45 @@ CONFUSABLE: list[list[str]] = [
 ]
 """The default class groups (COCO names): vehicles; two-wheelers; small animals; large animals
 (the sample models call the horses of horses.mp4 cows and sheep at times)."""
+
+
+class AppearanceConfig(StageConfig):
+    """The ``[nodes.track.appearance]`` table: an embedding model (a re-identification
+    network) run on the confident detections of ``classes`` every detected frame, and each
+    track's look (its vectors' running mean) weighed with motion, as BoT-SORT does: a pair
+    that overlaps at least ``proximity`` and looks alike (``match``) ranks as their likeness;
+    a pair that looks unlike (under ``reject``) is not one object, whatever its overlap.
+    Detections of other classes, and tracks without a look yet, are matched by motion alone."""
+
+    model: str = "person-reid"
+    """A manifest name or a path to an ONNX file whose one output is a vector per crop."""
+    classes: list[str] = Field(default_factory=lambda: ["person"])
+    """Class names whose detections are embedded (what the model was trained on)."""
+    proximity: float = Field(0.5, ge=0, le=1)
+    """Least overlap (IoU) for looks to raise a pair's rank (BoT-SORT's ``proximity_thresh``):
+    looks decide between near candidates, never across the picture."""
+    match: float = Field(0.5, ge=-1, le=1)
+    """Cosine similarity from which a near pair ranks as ``(1 + similarity) / 2`` where that
+    is more than its overlap (BoT-SORT's ``appearance_thresh`` 0.25 is similarity 0.5)."""
+    reject: float = Field(0.5, ge=-1, le=1)
+    """Under this cosine similarity, a detection never continues a track, whatever the
+    overlap: another person walked in where one walked out. -1 turns the gate off."""
+    smoothing: float = Field(0.9, ge=0, lt=1)
+    """A track's look is ``smoothing * look + (1 - smoothing) * new vector``, renormalised
+    (BoT-SORT's feature EMA); 0 keeps only the latest."""
+    min_size: int = Field(16, ge=1)
+    """Boxes whose shorter side is below this many pixels are not embedded."""
+    fit: Literal["letterbox", "square", "stretch"] = "stretch"
+    """How a box meets the model's input (re-id models are trained on stretched boxes)."""
+    max_batch: int = Field(16, ge=1, le=256)
+    """Crops per model call."""
+    backend: BackendConfig = Field(default_factory=AutoConfig)
+    """As the infer node's ``backend`` (onnxruntime providers, torch device)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_shorthand(cls, data: Any) -> Any:
+        return backend_shorthand(data)
 
 
 class TrackConfig(StageConfig):
@@ -104,6 +144,9 @@ class TrackConfig(StageConfig):
     boxes no identified track held (scores under ``new_track_score``, a tentative track's), and
     the analytics take the earliest as where it came from: a car the detector was unsure of
     until it was past a line still counts there. 0 turns it off."""
+    appearance: AppearanceConfig | None = None
+    """Looks as well as motion (``[nodes.track.appearance]``, a re-id model); default: motion
+    and overlap only."""
     untracked: Literal["drop", "keep"] = "drop"
     """Detections not on a confirmed track: dropped, or kept with ``track_id = -1``."""
 

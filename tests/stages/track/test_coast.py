@@ -105,6 +105,27 @@ def test_a_tracker_without_coast_gives_a_skipped_frame_no_boxes() -> None:
     skipped.detections, skipped.predicted = None, True
     (out,) = stage.process(skipped)
     assert out.detections is not None and len(out.detections) == 0
+    assert out.detections.track_id is not None  # the analytics read ids: none, not missing
+
+
+def test_a_skipped_frame_before_any_track_reaches_the_analytics_as_tracked() -> None:
+    # The detector's first look at a source came after a skipped frame (infer.interval
+    # staggers sources), or every track has gone: the coasted frame has no boxes, and the
+    # analytics must still see it as tracked (a tracker with no tracks has length 0).
+    from vapipe.stages.analytics.config import AnalyticsConfig
+    from vapipe.stages.analytics.stage import AnalyticsStage
+
+    stage = TrackStage("track", TrackConfig())
+    stage.open(None)  # type: ignore[arg-type]
+    line = {"name": "gate", "start": [320, 0], "end": [320, 480]}
+    counter = AnalyticsStage("analytics", AnalyticsConfig(lines=[line]))
+    counter.open(None)  # type: ignore[arg-type]
+    for seq in range(2):
+        skipped = frame("cam", seq, dets([]))
+        skipped.detections, skipped.predicted = None, True
+        (out,) = stage.process(skipped)
+        assert out.detections is not None and out.detections.track_id is not None
+        counter.process(out)
 
 
 def test_nms_passes_a_skipped_frame_on_and_records_say_predicted_only_there() -> None:

@@ -92,20 +92,34 @@ def test_an_unsure_other_group_on_a_tracked_box_is_the_detector_hesitating() -> 
 
 
 def test_a_track_seen_once_takes_the_group_the_detector_is_then_sure_of() -> None:
-    # Called a person (0.43) on the frame it appeared, a dog (0.6) from the next: one track,
-    # a dog, with no vote of the person left.
+    # Called a person (0.32: too unsure to be shown) on the frame it appeared, a dog (0.6)
+    # from the next: one track, a dog, with no vote of the person left.
     box = box_at(200, 160, 48, 88)
-    frames = [seen([box], [PERSON], [0.43])] + [seen([box], [DOG], [0.6]) for _ in range(3)]
+    empty = seen([], [])  # a source's first frame confirms what it shows at once
+    frames = [empty, seen([box], [PERSON], [0.32])] + [seen([box], [DOG], [0.6])] * 3
     tracker = ByteTracker(TrackConfig())
     tracker.frame_size = (640, 360)
     ids, names = track(frames)
-    assert ids == [[1]] * 4 and names[-1] == ["dog"]
+    assert ids[1:] == [[-1]] + [[1]] * 3 and names[-1] == ["dog"]
     for index, frame in enumerate(frames):
         tracker.update(frame, index / 25)
     assert tracker.votes[0, PERSON] == 0 and tracker.votes[0, DOG] > 0
     # Seen twice as a person, it is one: the sure dog is another object.
-    twice = [seen([box], [PERSON], [0.43])] * 2 + [seen([box], [DOG], [0.6])]
+    twice = [empty, *[seen([box], [PERSON], [0.43])] * 2, seen([box], [DOG], [0.6])]
     assert track(twice)[0][-1] == [2]
+
+
+def test_a_track_shown_once_under_one_group_never_shows_another() -> None:
+    # Called a person surely enough to be shown at once (0.43 >= confirm_score), then a
+    # dog (0.6): the dog is a new track; id 1 stays a person (random_201, diagonal_ends_b).
+    box = box_at(200, 160, 48, 88)
+    frames = [seen([], []), seen([box], [PERSON], [0.43])] + [seen([box], [DOG], [0.6])] * 3
+    ids, names = track(frames)
+    assert ids[1] == [1] and names[1] == ["person"]
+    assert ids[-1] == [2] and names[-1] == ["dog"]
+    # Unaware of classes, the old rule: one track, whose label the votes turn to dog.
+    unaware = track(frames, TrackConfig(class_aware=False))
+    assert unaware[0][-1] == [1] and unaware[1][-1] == ["dog"]
 
 
 def test_a_box_named_by_two_groups_keeps_the_name_of_the_track_that_is_there() -> None:
