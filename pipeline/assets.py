@@ -84,20 +84,28 @@ def model_entry_of_file(path: Path) -> tuple[str, dict[str, Any]] | None:
 
 
 def _resolve(kind: Kind, name: str) -> Path:
+    path = local_file(kind, name)
+    return path if path is not None else fetch(kind, name)
+
+
+def local_file(kind: Kind, name: str) -> Path | None:
+    """``name`` as a file given by path (None: a manifest name, fetched where needed); a
+    path that is no file, or a name the manifest lacks, is a ConfigError. Nothing is
+    fetched: the graph checks every model named before any model loads."""
     entries = manifest_entries(kind)
-    if name not in entries:
-        path = Path(name).expanduser()
-        if path.is_file():
-            return path
-        if kind == "models" and (os.sep in name or path.suffix):
-            raise ConfigError(f"model file not found: {name}", key="model")
-        known = ", ".join(entries)
-        label = "model" if kind == "models" else "sample"
-        raise ConfigError(
-            f"unknown {label} '{name}'; known: {known} (or give a file path)",
-            key="model" if kind == "models" else "uri",
-        )
-    return fetch(kind, name)
+    if name in entries:
+        return None
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    if kind == "models" and (os.sep in name or path.suffix):
+        raise ConfigError(f"model file not found: {name}", key="model")
+    known = ", ".join(entries)
+    label = "model" if kind == "models" else "sample"
+    raise ConfigError(
+        f"unknown {label} '{name}'; known: {known} (or give a file path)",
+        key="model" if kind == "models" else "uri",
+    )
 
 
 def local_media(uri: str) -> str | None:

@@ -148,12 +148,16 @@ class ConfigSpec:
     queues: dict[str, QueueSettings]
     text: str
     serve: ServeSettings = field(default_factory=lambda: ServeSettings())
+    overrides: tuple[str, ...] = ()
+    """The ``--set`` overrides applied, in the order applied: an error in a value one gave
+    names that ``--set``."""
 
     def error(self, message: str, **where: Any) -> ConfigError:
         line = where.pop("line", None)
         if line is None and "node" in where:
             line = find_line(self.text, where.get("node"), where.get("key"))
-        return ConfigError(message, file=self.file, line=line, **where)
+        error = ConfigError(message, file=self.file, line=line, **where)
+        return blame_override(error, list(self.overrides))
 
 
 _TOP_LEVEL_KEYS = ("links", "nodes", "pipeline", "queues", "serve")
@@ -236,7 +240,7 @@ def _parse(text: str, file: str, overrides: Iterable[str]) -> ConfigSpec:
         serve = validate(ServeSettings, raw.get("serve", {}), file, text, table="serve")
     except ConfigError as exc:
         raise blame_override(exc, ordered) from None
-    return ConfigSpec(file, settings, nodes, links, links_line, queues, text, serve)
+    return ConfigSpec(file, settings, nodes, links, links_line, queues, text, serve, tuple(ordered))
 
 
 def _node_spec(name: str, table: Any, file: str, text: str) -> NodeSpec:

@@ -197,6 +197,11 @@ class Stage:
         return []
 
     @classmethod
+    def check_inputs(cls, config: Any) -> None:
+        """Files the node reads that must be there before any node opens (a source's input
+        file); raises ConfigError. Checked when a run starts, not when a graph is built."""
+
+    @classmethod
     def check_for_sources(cls, config: Any, source_ids: Sequence[str]) -> None:
         """Checks that need the run's source ids (a topic or name made from them), done before
         anything opens; raises ConfigError."""

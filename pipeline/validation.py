@@ -30,7 +30,9 @@ def validate(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        errors = exc.errors()
+        # A misspelt key also makes the key it was meant to be missing: name the one typed.
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         owner, loc = _walk(model, error["loc"])
         key = ".".join(loc) or None
         if error["type"] == "extra_forbidden":

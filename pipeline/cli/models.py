@@ -5,6 +5,7 @@ INT8/FP16 copies calibrated on the user's own footage."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -149,17 +150,24 @@ def agreement_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def list_models() -> int:
+    folders = assets.search_dirs("models")
+    absent = []
     for name, entry in assets.manifest_entries("models").items():
-        local = next(
-            (
-                d / entry["file"]
-                for d in assets.search_dirs("models")
-                if (d / entry["file"]).is_file()
-            ),
-            None,
-        )
-        where = str(local) if local else "not here: run-pipeline models fetch " + name
+        local = next((d / entry["file"] for d in folders if (d / entry["file"]).is_file()), None)
+        if local is None:
+            absent.append(entry["file"])
+        where = str(local) if local else f"not here ({entry['file']})"
         print(f"{name:<14} {entry.get('family', '?'):<8} {entry.get('licence', '?'):<28} {where}")
+    if absent:
+        offline = os.environ.get(assets.OFFLINE_ENV, "") not in ("", "0")
+        print(
+            f"\nLooked in {', '.join(str(d.resolve()) for d in folders)}. To get a model not here: "
+            f"run-pipeline models fetch NAME"
+            + (f" where there is a network ({assets.OFFLINE_ENV} is set here)" if offline else "")
+            + f"; or set {assets.ASSETS_ENV} to a folder holding models/FILE; or copy FILE to "
+            f"{assets.cache_dir() / 'models'}/FILE (e.g. "
+            f"{assets.cache_dir() / 'models' / absent[0]})."
+        )
     return EXIT_OK
 
 

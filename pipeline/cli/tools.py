@@ -58,10 +58,12 @@ def fetch_main(argv: list[str]) -> int:
             failed.append(exc)
     if failed:
         shown = ", ".join(exc.name for exc in failed)
+        drop = ", ".join(str(assets.cache_dir() / exc.kind / exc.file) for exc in failed)
         print(
             f"error: {len(failed)} of {len(names)} not fetched ({shown}): {failed[-1].reason}; "
-            f"set {assets.ASSETS_ENV} to a folder with models/ and media/, or copy the files "
-            f"into {assets.cache_dir()}/models and /media",
+            f"set {assets.ASSETS_ENV} to a folder holding models/ and media/ (the files by "
+            f"these names), run this again where there is a network, or copy the files to "
+            f"{drop}",
             file=sys.stderr,
         )
         return EXIT_FAILURE

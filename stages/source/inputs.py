@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vapipe.pipeline.assets import local_media, resolve_media
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.outputs import Names
+from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.images import IMAGE_SUFFIXES, image_paths
 
 if TYPE_CHECKING:
@@ -126,6 +128,13 @@ def files_read(uri: str) -> list[str | Names]:
         else []
     )
     return [*images, *folder]
+
+
+def check_inputs(uri: str) -> None:
+    """A ConfigError (key ``uri``) when a file the source of ``uri`` reads is not there."""
+    for name in files_read(uri):
+        if isinstance(name, str) and not os.path.exists(name):
+            raise ConfigError(f"input not found: {mask_credentials(name)}", key="uri")
 
 
 def is_live(config: SourceConfig) -> bool:

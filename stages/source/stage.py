@@ -28,7 +28,7 @@ from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
 from vapipe.stages.source.decoded import DecodedI420
 from vapipe.stages.source.images import image_paths
-from vapipe.stages.source.inputs import files_read, input_spec, is_live, spec_of
+from vapipe.stages.source.inputs import check_inputs, files_read, input_spec, is_live, spec_of
 from vapipe.stages.source.opening import (
     NETWORK_ERRORS,
     Connector,
@@ -58,15 +58,11 @@ class VideoSource(SourceStage):
     def __init__(self, name: str, config: SourceConfig) -> None:
         super().__init__(name, config)
         self._stop = threading.Event()
-        self.last_error: str | None = None
-        """Why the live input is not open now (its last open error or loss), one line."""
+        self.last_error: str | None = None  # why the live input is not open now, one line
         self.stream_info: StreamInfo | None = None
         self.source_id = config.source_id or name
         self.display_uri = mask_credentials(config.uri)  # the file it resolved to, once open
-        self.reconnects = 0
-        self.decode_errors = 0
-        self.announced = 0
-        self._seq = 0
+        self.reconnects = self.decode_errors = self.announced = self._seq = 0
         self._resume: tuple[int, float | None, float | None] | None = None
         self.timeline = Timeline(live=False, interval=DEFAULT_INTERVAL_S)
         self.decode_threads = 0
@@ -94,6 +90,10 @@ class VideoSource(SourceStage):
     @classmethod
     def files_read(cls, config: SourceConfig) -> list[str | Names]:
         return files_read(config.uri)
+
+    @classmethod
+    def check_inputs(cls, config: SourceConfig) -> None:
+        check_inputs(config.uri)  # a file that is not there fails before any model loads
 
     def open(self, context: StageContext) -> None:
         cfg = self.config

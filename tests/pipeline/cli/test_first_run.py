@@ -57,3 +57,34 @@ def test_fetch_all_offline_is_one_summary(tmp_path: Path) -> None:
     expected = f"error: {count} of {count} not fetched (yolox-nano, "
     assert len(lines) == 1 and lines[0].startswith(expected), lines
     assert "medi " not in lines[0]
+
+
+def test_models_list_offline_names_every_way_to_get_a_model_with_whole_paths(
+    tmp_path: Path,
+) -> None:
+    result = run("models", "list", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    cache = tmp_path / "home" / ".cache" / "vapipe" / "models"
+    assert "yolox-nano" in result.stdout and "not here (yolox_nano.onnx)" in result.stdout
+    assert "run-pipeline models fetch yolox-nano" not in result.stdout  # it fails offline
+    hint = result.stdout.strip().splitlines()[-1]
+    for part in (
+        f"Looked in {tmp_path / 'assets' / 'models'}, {cache}.",
+        "run-pipeline models fetch NAME where there is a network (VAPIPE_OFFLINE is set here)",
+        "set VAPIPE_ASSETS to a folder holding models/FILE",
+        f"copy FILE to {cache}/FILE (e.g. {cache / 'yolox_nano.onnx'})",
+    ):
+        assert part in hint, part
+
+
+def test_fetch_offline_names_each_file_where_it_would_be_copied(tmp_path: Path) -> None:
+    result = run("fetch", "yolox-nano", "sample:people", cwd=tmp_path)
+    assert result.returncode == 1
+    cache = tmp_path / "home" / ".cache" / "vapipe"
+    (line,) = result.stderr.strip().splitlines()
+    assert "set VAPIPE_ASSETS to a folder holding models/ and media/" in line
+    assert "run this again where there is a network" in line
+    assert line.endswith(
+        f"copy the files to {cache / 'models' / 'yolox_nano.onnx'}, "
+        f"{cache / 'media' / 'people.mp4'}"
+    ), line
