@@ -130,13 +130,19 @@ class StageMetrics:
 def format_table(stats: dict[str, Any]) -> str:
     """The summary printed at the end of a run."""
     rows = [("stage", "type", "frames", "fps", "mean ms", "p95 ms", "in-queue max", "dropped")]
-    for name, stage in stats["stages"].items():
+    # The streams first (a service's, removed ones included), then the stages; a service's
+    # own nodes (named with a leading '_') are not the user's.
+    shown = sorted(
+        ((name, stage) for name, stage in stats["stages"].items() if not name.startswith("_")),
+        key=lambda item: item[1].get("type") != "source",
+    )
+    for name, stage in shown:
         inputs = [q for q in stats["queues"].values() if q["dst"] == name]
         high = max((q["high_water"] for q in inputs), default=None)
         dropped = sum(q["dropped"] for q in inputs)
         rows.append(
             (
-                name,
+                f"{name} (removed)" if stage.get("removed") and "(" not in name else name,
                 stage["type"],
                 str(stage["frames"]),
                 _fmt(stage["fps"]),

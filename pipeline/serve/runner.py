@@ -19,7 +19,7 @@ from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Message
 from vapipe.pipeline.graph import Graph, link_for, source_type
-from vapipe.pipeline.metrics import StageMetrics
+from vapipe.pipeline.metrics import StageMetrics, queue_summary
 from vapipe.pipeline.node import Node
 from vapipe.pipeline.queues import Aborted, Inbox
 from vapipe.pipeline.runner import Runner
@@ -40,6 +40,18 @@ class ServiceRunner(Runner):
         # A removed source is drained once its source_removed has reached every last stage.
         self._receipts: dict[str, tuple[set[str], threading.Event]] = {}
         self._receipts_lock = threading.Lock()
+        # Streams removed during the run: still in its summary, with the frames their links
+        # dropped (a removed stream's own link leaves its consumer's inbox).
+        self._removed_stages: dict[str, dict[str, Any]] = {}
+        self._removed_queues: dict[str, dict[str, Any]] = {}
+
+    def stats(self) -> dict[str, Any]:
+        stats = super().stats()
+        live = stats["stages"]
+        for name, entry in self._removed_stages.items():
+            live[name if name not in live else f"{name} (removed)"] = entry
+        stats["queues"] = {**self._removed_queues, **stats["queues"]}
+        return stats
 
     def _build(self) -> None:
         super()._build()
@@ -186,6 +198,9 @@ class ServiceRunner(Runner):
         if stopped:
             with self._nodes_lock:
                 self._nodes.pop(name, None)
+            self._removed_stages[name] = {**node.stats(), "removed": True}
+            for link in node.outputs:
+                self._removed_queues[link.name] = queue_summary(link, link.name.split(" ! ")[-1])
         if done:
             for other in self.nodes().values():
                 other.metrics.forget(source_id)

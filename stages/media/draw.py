@@ -33,6 +33,7 @@ def draw_detections(
     canvas = image.copy()
     if detections is None:
         return canvas
+    placed: list[tuple[int, int, int, int]] = []  # labels drawn so far: the next avoids them
     for index in range(len(detections)):
         x1, y1, x2, y2 = (round(float(v)) for v in detections.xyxy[index])
         class_id = int(detections.class_id[index])
@@ -53,8 +54,10 @@ def draw_detections(
         if tags:
             text = f"{text} {tags}"
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
-        top = max(y1 - th - base - 2, 0)
-        cv2.rectangle(canvas, (x1, top), (x1 + tw + 4, top + th + base + 2), color, cv2.FILLED)
+        height = th + base + 2
+        top = label_top(x1, tw + 4, height, (y1, y2), canvas.shape[0], placed)
+        placed.append((x1, top, x1 + tw + 4, top + height))
+        cv2.rectangle(canvas, (x1, top), (x1 + tw + 4, top + height), color, cv2.FILLED)
         cv2.putText(
             canvas,
             text,
@@ -66,6 +69,29 @@ def draw_detections(
             cv2.LINE_AA,
         )
     return canvas
+
+
+def label_top(
+    x: int,
+    width: int,
+    height: int,
+    box_y: tuple[int, int],
+    image_height: int,
+    placed: list[tuple[int, int, int, int]],
+) -> int:
+    """Where a box's label goes: above the box, else just inside its top, below it, or just
+    inside its bottom, the first that covers no label already drawn (in a crowd, neighbours'
+    labels would stack on one another); above it when every place is taken."""
+    y1, y2 = box_y
+    tops = [y1 - height, y1, y2, y2 - height]
+    tops = [min(max(top, 0), max(image_height - height, 0)) for top in tops]
+    for top in tops:
+        if not any(
+            x < right and left < x + width and top < bottom and upper < top + height
+            for left, upper, right, bottom in placed
+        ):
+            return top
+    return tops[0]
 
 
 def attribute_tags(attributes: dict[str, object] | None) -> str:

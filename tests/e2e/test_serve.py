@@ -3,6 +3,7 @@ and removed while it runs, live events, metrics, previews, bad requests, the tok
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -32,7 +33,8 @@ def frames_of(items: list[dict], source: str) -> list[dict]:
 
 def test_a_stream_added_and_removed_while_it_runs(tmp_path: Path) -> None:
     traffic = asset("media", "traffic.mp4")
-    with serve(tmp_path, *per_source_outputs()) as served, served.client() as http:
+    stats_file = ("--stats", "stats.json")
+    with serve(tmp_path, *per_source_outputs(), args=stats_file) as served, served.client() as http:
         events = Events(served, "?type=frame,source_removed")
         events.wait(lambda items: frames_of(items, "cam"), 120, "frames of the config's stream")
         added = http.post("/api/streams", json={"id": "b", "uri": str(traffic),
@@ -63,6 +65,19 @@ def test_a_stream_added_and_removed_while_it_runs(tmp_path: Path) -> None:
         assert served.stop() == 130
     assert probe_video(tmp_path / "out" / "cam.mp4")["frames"] > 0
     assert not (tmp_path / "out" / "cam.partial.mp4").exists()
+    # The run's summary lists its streams first, the removed one included, and no row of the
+    # service's own: every frame the stages saw came from a stream listed.
+    text = "".join(served.lines)
+    table = text[text.index("stage ") :].splitlines()
+    rows = {line.split()[0]: line.split() for line in table[1:] if line.split()[1:2]}
+    assert table[1].split()[:2] == ["cam", "source"], table
+    assert table[2].split()[:3] == ["b", "(removed)", "source"], table
+    assert not any(name.startswith("_") for name in rows), table
+    streams = int(rows["cam"][2]) + int(rows["b"][3])
+    assert streams == int(rows["pre"][2]) > 0
+    # Its link stays in the stats, so frames it dropped are named on their own link.
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["queues"]["b ! pre"]["dst"] == "pre" and stats["stages"]["b"]["removed"]
 
 
 def test_bad_requests_get_one_line_and_never_a_secret(tmp_path: Path) -> None:

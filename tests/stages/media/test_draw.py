@@ -76,3 +76,33 @@ def test_a_box_shows_what_models_on_the_object_said_and_the_boxes_inside_it() ->
     label_row = slice(0, 26)
     assert (after[label_row] != before[label_row]).any()  # the longer label
     assert not draw_detections(image, with_attributes, labels=False)[label_row].any()
+
+
+def test_labels_of_neighbours_never_cover_one_another_where_there_is_room() -> None:
+    from vapipe.stages.media.draw import class_color, draw_detections, label_top
+
+    # Two people side by side, their boxes' tops level: the second label, above its box, would
+    # cover the first's; it goes just inside its box's top instead.
+    placed: list[tuple[int, int, int, int]] = []
+    first = label_top(100, 120, 16, (100, 300), 480, placed)
+    assert first == 84
+    placed.append((100, first, 220, first + 16))
+    second = label_top(140, 120, 16, (100, 300), 480, placed)
+    assert second == 100
+    placed.append((140, second, 260, second + 16))
+    third = label_top(150, 120, 16, (100, 300), 480, placed)
+    assert third == 300  # below the box: above and the top inside are taken
+    placed.append((150, third, 270, third + 16))
+    assert label_top(160, 120, 16, (100, 300), 480, placed) == 284
+    placed.append((160, 284, 280, 300))
+    assert label_top(170, 120, 16, (100, 300), 480, placed) == 84  # all taken: above
+    assert label_top(500, 50, 16, (100, 300), 480, placed) == 84  # no neighbour: above
+    assert label_top(0, 50, 16, (0, 470), 480, []) == 0  # kept in the picture
+    assert label_top(0, 50, 16, (0, 470), 480, [(0, 0, 60, 16)]) == 464  # below, in the picture
+    # Drawn: each box in its track's colour, the labels in two rows.
+    boxes = np.array([[100, 100, 180, 300], [140, 100, 220, 300]], np.float32)
+    dets = Detections(boxes, np.array([0.9, 0.8], np.float32), np.zeros(2, np.int32),
+                      ("person",), track_id=np.array([1, 2]))  # fmt: skip
+    canvas = draw_detections(np.zeros((480, 640, 3), np.uint8), dets)
+    assert tuple(canvas[90, 102]) == class_color(1)  # the first label, above its box
+    assert tuple(canvas[106, 142]) == class_color(2)  # the second, inside its box's top
