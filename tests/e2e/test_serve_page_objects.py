@@ -46,7 +46,8 @@ def test_the_history_shows_and_filters_the_classifier_s_labels(
         wait.until(lambda d: any(crossings(label) for label in LABELS))
         browser.get(served.url + "/")
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#history li.event"))
-        listed = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#history li.event")]
+        # A card's second line: what the event was about, and what the classifier said.
+        listed = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#history li.event .who")]
         assert any(text.endswith(f"· {label}") for text in listed for label in LABELS), listed[:5]
         form = browser.find_element(By.ID, "history-filters")
         form.find_element(By.CSS_SELECTOR, 'select[name="type"]').send_keys("line_cross")
@@ -57,7 +58,7 @@ def test_the_history_shows_and_filters_the_classifier_s_labels(
             browser.execute_script("arguments[0].dispatchEvent(new Event('change'))", field)
 
             def filtered(driver, label=label):  # type: ignore[no-untyped-def]
-                items = driver.find_elements(By.CSS_SELECTOR, "#history li.event")
+                items = driver.find_elements(By.CSS_SELECTOR, "#history li.event .who")
                 expected = min(len(crossings(label)), 60)
                 return len(items) == expected and all(i.text.endswith(f"· {label}") for i in items)
 

@@ -36,9 +36,22 @@ function card(event) {
     img.src = mediaUrl(picture);
     item.appendChild(img);
   }
-  const text = document.createElement("span");
-  text.textContent = describe(event);
-  item.appendChild(text);
+  // What happened, to what, when: three short lines a glance reads, not one raw line.
+  const type = event.event.replace("_", " ");
+  const where = event.line ? `${event.line} · ${event.direction}` : (event.zone || "");
+  const who = event.class_name
+    ? `${event.class_name}${event.track_id != null ? " #" + event.track_id : ""}` : "";
+  const said = tags(event);
+  const time = new Date(event.time).toLocaleTimeString();
+  for (const [name, text] of [["what", where ? `${type}: ${where}` : type],
+    ["who", [who, said].filter(Boolean).join(" · ")], ["when", `${time} · ${event.source_id}`]]) {
+    if (!text) continue;
+    const line = document.createElement("span");
+    line.className = name;
+    line.textContent = text;
+    item.appendChild(line);
+  }
+  item.title = describe(event);
   item.onclick = () => openEvent(event);
   return item;
 }

@@ -55,7 +55,9 @@ function tile(stream) {
     const element = document.createElement("article");
     element.className = "tile";
     element.dataset.stream = stream.id;
-    element.innerHTML = `<img alt="${stream.id}"><div class="info"><b class="id"></b>` +
+    // Until its first frame, a tile says so instead of a broken picture.
+    element.innerHTML = `<div class="preview"><img alt="${stream.id}">` +
+      `<span class="wait">waiting for the first frame…</span></div><div class="info"><b class="id"></b>` +
       `<span class="state"></span><span class="fps"></span><span class="counts"></span>` +
       `<button type="button" class="remove">Remove</button></div>`;
     element.querySelector(".id").textContent = stream.id;
@@ -97,7 +99,11 @@ async function refreshPreviews() {
       if (response.ok) {
         const url = URL.createObjectURL(await response.blob());
         const img = entry.element.querySelector("img");
-        img.onload = () => { if (entry.url) URL.revokeObjectURL(entry.url); entry.url = url; };
+        img.onload = () => {
+          if (entry.url) URL.revokeObjectURL(entry.url);
+          entry.url = url;
+          entry.element.classList.add("live");
+        };
         img.src = url;
       }
     }).finally(() => { entry.busy = false; });
@@ -125,12 +131,10 @@ async function followEvents() {
       if (!block.startsWith("data: ")) continue;
       const event = JSON.parse(block.slice(6));
       if (event.event === "frame") continue;
-      const item = document.createElement("li");
-      item.textContent = `${event.time} ${event.source_id} ${event.event}` +
-        (event.line ? ` ${event.line} ${event.direction}` : "") + (event.zone ? ` ${event.zone}` : "") +
-        (typeof tags === "function" && tags(event) ? ` · ${tags(event)}` : "");
-      list.prepend(item);
-      while (list.children.length > 100) list.lastChild.remove();
+      if (event.event === "source_removed" || event.event === "source_added") continue;
+      list.querySelector(".empty")?.remove();
+      list.prepend(card(event));  // history.js: a card with the event's picture
+      while (list.children.length > 24) list.lastChild.remove();
     }
   }
   state.following = false;
