@@ -196,7 +196,7 @@ def test_missing_input_is_exit_2(tmp_path: Path) -> None:
     result = cli(str(FILE_CONFIG), "--set", "cam.uri=nowhere.mp4", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: node 'cam' key 'uri': input not found: nowhere.mp4"
+        "error: --set cam.uri=nowhere.mp4: node 'cam' key 'uri': input not found: nowhere.mp4"
     )
 
 

@@ -133,12 +133,13 @@ def test_vectors_of_another_size_are_refused() -> None:
 
 
 SIZES = [(30, 60), (30, 60), (19, 60), (30, 60), (20, 20)]
+"""Width and height of boxes placed away from the picture's corner (x 100, y 50)."""
 
 
 def test_the_embedder_takes_confident_boxes_of_its_classes_large_enough() -> None:
     embedder = Embedder("track", AppearanceConfig(min_size=20), min_score=0.5)
     dets = Detections(
-        np.array([box_at(0, 0, *size) for size in SIZES], np.float32),
+        np.array([box_at(100, 50, *size) for size in SIZES], np.float32),
         np.array([0.9, 0.4, 0.9, 0.9, 0.5], np.float32),
         np.array([0, 0, 0, 1, 0], np.int32),
         ("person", "dog"),
@@ -192,3 +193,48 @@ path = "events.jsonl"
     frames = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     ids = [d["track_id"] for f in frames for d in f.get("detections", [])]
     assert ids and min(ids) >= 1
+
+
+def test_unit_scales_rows_to_length_one_and_leaves_zero_rows() -> None:
+    rows = unit(np.array([[0.3, 0.4], [3.0, 4.0], [0.0, 0.0]]))
+    np.testing.assert_allclose(rows, [[0.6, 0.8], [0.6, 0.8], [0.0, 0.0]])
+
+
+class MeanColour:
+    """A stand-in re-id model: each crop's mean B, G, R as its vector; calls counted."""
+
+    size = (8, 16)
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def run(self, crops: np.ndarray) -> np.ndarray:
+        self.calls.append(len(crops))
+        return crops.reshape(len(crops), -1, 3).mean(axis=1)
+
+
+def test_vectors_are_the_model_s_on_each_wanted_box_in_calls_of_max_batch() -> None:
+    from vapipe.pipeline.frame import Frame, StreamInfo
+
+    image = np.zeros((120, 200, 3), np.uint8)
+    image[10:60, 20:50] = (200, 10, 10)  # a blue person
+    image[10:60, 120:150] = (10, 10, 200)  # a red one
+    boxes = [box_at(20, 10, 30, 50), box_at(120, 10, 30, 50), box_at(120, 70, 30, 40)]
+    dets = Detections(np.array(boxes, np.float32), np.array([0.9, 0.9, 0.1], np.float32),
+                      np.zeros(3, np.int32), ("person",))  # fmt: skip
+    frame = Frame("cam", 0, 0.0, 0.0, image, StreamInfo("cam", "x", 200, 120, 25.0))
+    frame.detections = dets
+    for fit in ("stretch", "letterbox"):
+        embedder = Embedder("track", AppearanceConfig(max_batch=1, fit=fit), min_score=0.5)
+        model = embedder.model = MeanColour()  # type: ignore[assignment]
+        found = embedder.vectors(frame)
+        assert model.calls == [1, 1] and embedder.crops == 2  # two wanted boxes, one a call
+        assert found.shape == (3, 3) and np.isnan(found[2]).all()  # the unsure box: none
+        blue, red = unit(np.array([[200, 10, 10], [10, 10, 200]], np.float64))
+        tolerance = 0.02 if fit == "stretch" else 0.3  # a letterbox pads with grey
+        np.testing.assert_allclose(found[0], blue, atol=tolerance)
+        np.testing.assert_allclose(found[1], red, atol=tolerance)
+        if fit == "letterbox":  # the padding is in the crop: less saturated than stretched
+            assert found[0][0] < blue[0] - 0.01
+    frame.detections = dets[np.array([2])]
+    assert Embedder("track", AppearanceConfig(), 0.5).vectors(frame).shape == (1, 0)
