@@ -68,6 +68,7 @@ MODULES: dict[str, list[str]] = {
     "stages/track/backtrace.py": ["tests/stages/track/test_backtrace.py"],
     "stages/track/appearance.py": ["tests/stages/track/test_appearance.py"],
     "stages/track/edges.py": [
+        "tests/stages/track/test_edges.py",
         "tests/stages/track/test_species.py",
         "tests/stages/track/test_identity.py",
     ],
