@@ -162,7 +162,9 @@ async function removeStream(id) {
 function openEditor(id) {
   state.editing = id;
   state.points = [];
-  document.getElementById("editor").hidden = false;
+  const editor = document.getElementById("editor");
+  editor.hidden = false;
+  editor.scrollIntoView({ block: "nearest" });  // opened from a tile: where the eye is
   document.getElementById("editor-stream").textContent = id;
   document.getElementById("editor-picture").src = state.tiles.get(id).element.querySelector("img").src;
   drawPoints();
