@@ -130,7 +130,8 @@ def test_mqtt_across_a_broker_restart_accounts_for_every_event(
     stats = sink.stats()
     assert stats["acknowledged"] + stats["dropped"] + stats["undelivered"] == OFFERED, stats
     assert stats["undelivered"] == 0 and stats["acknowledged"] > 0, stats
-    assert_drops_follow_the_size(stats, size, kept=0)
+    # The sender may hold one record taken from the outbox while it waits for the broker.
+    assert_drops_follow_the_size(stats, size, kept=1)
 
 
 @pytest.mark.parametrize("size", [5, None])
