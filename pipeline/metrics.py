@@ -142,7 +142,9 @@ def format_table(stats: dict[str, Any]) -> str:
         dropped = sum(q["dropped"] for q in inputs)
         rows.append(
             (
-                f"{name} (removed)" if stage.get("removed") and "(" not in name else name,
+                f"{name} (removed)"
+                if stage.get("removed") and not name.endswith(" (removed)")
+                else name,
                 stage["type"],
                 str(stage["frames"]),
                 _fmt(stage["fps"]),

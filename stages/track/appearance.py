@@ -14,7 +14,6 @@ low-score detection), the pair is matched by motion alone.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
@@ -24,17 +23,10 @@ from vapipe.pipeline.frame import Frame
 from vapipe.stages.objects.config import ObjectModelConfig
 from vapipe.stages.objects.crops import CropRule, crop_box, warp_matrix, window_of
 from vapipe.stages.objects.model import ObjectModel
+from vapipe.stages.objects.outputs import unit
 from vapipe.stages.objects.stage import frame_cut
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import AppearanceConfig, TrackConfig
-
-log = logging.getLogger(__name__)
-
-
-def unit(vectors: np.ndarray) -> np.ndarray:
-    """Each row scaled to length 1 (a zero row stays zero)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
 
 
 class Embedder:
@@ -83,12 +75,14 @@ class Embedder:
             crops.append(frame_cut(frame, matrix, size, window))
         stacked = np.stack(crops)
         most = self.config.max_batch
-        outputs = np.concatenate(
-            [self.model.run(stacked[i : i + most]) for i in range(0, len(stacked), most)]
-        ).reshape(len(chosen), -1)
+        looks = unit(  # each crop's output flattened to one row
+            np.concatenate(
+                [self.model.run(stacked[i : i + most]) for i in range(0, len(stacked), most)]
+            )
+        )
         self.crops += len(chosen)
-        found = np.full((len(dets), outputs.shape[1]), np.nan, np.float32)
-        found[chosen] = unit(outputs)
+        found = np.full((len(dets), looks.shape[1]), np.nan, np.float32)
+        found[chosen] = looks
         return found
 
     def close(self) -> dict[str, Any]:
@@ -114,17 +108,16 @@ class AppearanceTracker(ByteTracker):
         self, dets: Detections, time_s: float, image: np.ndarray | None = None
     ) -> Detections:
         found, self.found = self.found, None
-        if found is None or len(found) != len(dets):
-            found = np.full((len(dets), self.vectors.shape[1]), np.nan, np.float32)
-        if found.shape[1] and self.vectors.shape[1] != found.shape[1]:
-            if self.vectors.shape[1]:
+        width = self.vectors.shape[1]
+        if found is None or len(found) != len(dets) or not found.shape[1]:
+            found = np.full((len(dets), width), np.nan, np.float32)  # no vector this frame
+        elif width != found.shape[1]:
+            if width:
                 raise ValueError(
-                    f"appearance vectors of {found.shape[1]} values after "
-                    f"{self.vectors.shape[1]}: one model per track node"
+                    f"appearance vectors of {found.shape[1]} values after {width}: one model "
+                    "per track node"
                 )
             self.vectors = np.full((len(self.ids), found.shape[1]), np.nan, np.float32)
-        if not found.shape[1]:
-            found = np.full((len(dets), self.vectors.shape[1]), np.nan, np.float32)
         self._found = found
         # NaN where either side has no vector: every comparison with it is false.
         if found.shape[1]:
@@ -151,11 +144,13 @@ class AppearanceTracker(ByteTracker):
         self, rows: np.ndarray, det_rows: np.ndarray, dets: Detections, time_s: float
     ) -> None:
         super()._correct(rows, det_rows, dets, time_s)
-        if not len(rows) or not self.vectors.shape[1]:
+        if not self.vectors.shape[1]:
             return
         new = self._found[det_rows]
         seen = ~np.isnan(new[:, 0])
         rows, new = rows[seen], new[seen]
+        if not len(rows):  # no matched detection was embedded: every look stays as it was
+            return
         old = self.vectors[rows]
         first = np.isnan(old[:, 0])
         blend = self.looks.smoothing * np.where(first[:, None], 0.0, old)

@@ -83,6 +83,8 @@ class TrackStage(Stage):
                 else Detections.empty().replace(track_id=np.zeros(0, np.int64))
             )
             return (frame,)
+        # A subclass's tracker that reads pixels gets the BGR frame; appearance crops from the
+        # decoded planes itself (its instance keeps the pixels without making a BGR frame).
         image = frame.image if type(self).reads_pixels else None
         if self.embedder is not None and isinstance(tracker, AppearanceTracker):
             tracker.found = self.embedder.vectors(frame)
