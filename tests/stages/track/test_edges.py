@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from vapipe.stages.track.bytetrack import LOST
 from vapipe.stages.track.classes import TRACKED
 from vapipe.stages.track.edges import EdgeRules
-
-LOST = 1
 
 
 def tracks(centres: list, boxes: list, states: list, size=(200, 100)) -> EdgeRules:  # type: ignore[no-untyped-def]
