@@ -204,7 +204,8 @@ def _median(values: list[float | None]) -> float | None:
     return round(harness.median(clean), 3) if clean else None
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line (docs/performance.md shows it; tests/test_docs.py parses those lines)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", required=True, help="site folder of the build measured")
     parser.add_argument("--commit", required=True, help="its full commit hash")
@@ -216,7 +217,11 @@ def main() -> None:
     parser.add_argument("--machine", help="what it ran on (default: from the platform)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/vapipe-headline"))
     parser.add_argument("--out", type=Path, default=REPO / "bench/results/headline.json")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     report = {
         "commit": args.commit,

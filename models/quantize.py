@@ -243,6 +243,7 @@ def quantize(
         len(sample.held_out),
     )
     facts: dict[str, Any] = {
+        "made_from": model,
         "quantization": to,
         "onnxruntime": onnxruntime.__version__,
         "calibration": {

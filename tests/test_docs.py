@@ -1,5 +1,7 @@
-"""The README and the docs site hold true: every shell block marked ``<!-- tested -->`` runs
-line by line against the shared assets and exits 0, every whole config shown parses and
+"""The README and the docs site hold true: every shell block says how it is tested (a marker
+line above it, one of MARKERS), every shell block marked ``<!-- tested -->`` runs line by line
+against the shared assets and exits 0, the README's two opening commands are what CI runs,
+the Docker and benchmark lines name real files and flags, every whole config shown parses and
 builds, the command line reference is what the parser prints, the README stays short, and
 the site builds with ``mkdocs build --strict`` (a broken link or a missing page fails it).
 The Python blocks run in tests/test_python_api.py."""
@@ -17,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_blocks import PAGES, REPO, marked_blocks
+from tools.readme_command import command as readme_command
 from vapipe.pipeline import config as config_module
 from vapipe.pipeline import graph as graph_module
 
-REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 TEXTS = {str(page.relative_to(REPO)): page.read_text(encoding="utf-8") for page in PAGES}
 COMMANDS = [
     pytest.param(line, id=f"{name}-{index}")
@@ -34,6 +36,18 @@ TOML = [
     for name, text in TEXTS.items()
     for index, block in enumerate(re.findall(r"```toml\n(.*?)```", text, re.DOTALL))
 ]
+
+
+MARKERS = {
+    "tested": "run line by line here (test_a_tested_command_runs)",
+    "tested: service": "the service started, each curl line run (tests/e2e/test_docs_service.py)",
+    "tested: ci": "the README's two commands, run by .ci/run as written",
+    "tested: rtsp": "run against a local RTSP server (tests/e2e/test_docs_rtsp.py)",
+    "checked: docker": "no container engine here: files, images and arguments checked",
+    "checked: pip": "every package named is resolved on the registry (tests/test_docs_pip.py)",
+    "checked: bench": "the wheel built as tests/test_packaging.py does; the flags parsed",
+}
+"""How each shell block of the docs is exercised: the marker line above it names one."""
 
 
 def whole(text: str) -> bool:
@@ -81,6 +95,71 @@ def test_a_broken_config_in_the_docs_would_fail() -> None:
     with pytest.raises(Exception, match="undefined node 'nope'"):
         graph_module.build(config_module.parse('links = ["cam ! nope"]\n[nodes.cam]\n'
                                                'type = "source"\nuri = "x.mp4"\n'))  # fmt: skip
+
+
+def test_every_shell_block_says_how_it_is_tested() -> None:
+    for name, text in TEXTS.items():
+        for marker in re.findall(r"(?:<!-- ([^\n]*?) -->\n)?```(?:sh|bash|shell|console)\n", text):
+            assert marker in MARKERS, f"{name}: a shell block marked {marker!r}, not one of MARKERS"
+    for marker in MARKERS:
+        assert marked_blocks(marker), f"no block is marked {marker!r}: drop it from MARKERS"
+
+
+def test_the_readme_commands_are_what_ci_runs() -> None:
+    ci = (REPO / ".ci" / "run").read_text()
+    for which in ("install", "test"):
+        assert f'bash -euo pipefail -c "$(python3 tools/readme_command.py {which})"' in ci
+    readme = TEXTS["README.md"]
+    assert readme_command("install", readme).endswith("run-pipeline configs/file.toml")
+    assert readme_command("test", readme).endswith(".venv/bin/pytest")
+    ci_blocks = marked_blocks("tested: ci")
+    assert [b.strip() for n, b in ci_blocks if n == "README.md"] == [
+        readme_command("install"), readme_command("test")
+    ]  # fmt: skip
+    for name, block in ci_blocks:  # the copies on the docs site say what the README says
+        assert block.strip() in (readme_command("install"), readme_command("test")), name
+
+
+def words_of(block: str) -> list[list[str]]:
+    """A block's commands as words: continued lines joined, comments and blank lines dropped."""
+    lines = block.replace("\\\n", " ").splitlines()
+    return [shlex.split(line, comments=True) for line in lines if line.strip()]
+
+
+def test_a_docker_block_names_real_files_images_and_arguments() -> None:
+    blocks = marked_blocks("checked: docker")
+    built: set[str] = set()
+    for name, block in blocks:
+        for words in filter(None, words_of(block)):
+            words = words[words.index("docker") :]  # after any VAR=$(...) before it
+            assert words[0] == "docker", f"{name}: {words}"
+            if words[1] == "build":
+                assert (REPO / words[words.index("-f") + 1]).is_file(), f"{name}: {words}"
+                built.add(words[words.index("-t") + 1])
+            elif words[1] == "compose":
+                assert (REPO / words[words.index("-f") + 1]).is_file(), f"{name}: {words}"
+            else:
+                assert words[1] == "run", f"{name}: {words}"
+                (image,) = [w for w in words if w in built]
+                argument = words[words.index(image) + 1]
+                if argument.endswith(".toml"):  # the image runs run-pipeline CONFIG
+                    graph_module.build(config_module.load(REPO / argument))
+                else:
+                    assert argument in ("doctor", "stages", "models", "fetch", "serve")
+    assert len(built) >= 2
+
+
+def test_a_bench_block_runs_the_wheel_line_and_parses_its_flags() -> None:
+    from bench.headline import parser
+
+    blocks = marked_blocks("checked: bench")
+    lines = [w for _, block in blocks for w in words_of(block) if w]
+    headline = [w for w in lines if w[:2] == ["python", "bench/headline.py"]]
+    assert headline and len(headline) == len(blocks)
+    for words in headline:
+        parser().parse_args(words[2:])
+    wheel = [w for w in lines if w[:2] == ["pip", "wheel"]]
+    assert wheel and "--no-deps" in wheel[0]  # tests/test_packaging.py builds it so
 
 
 def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:

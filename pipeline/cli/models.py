@@ -183,7 +183,12 @@ def show_info(model: str) -> int:
     except Exception as exc:  # any file: say what is wrong with it, in one line
         print(f"error: {path}: not a readable ONNX model ({exc})", file=sys.stderr)
         return EXIT_FAILURE
-    if not entry:  # a path: the same file named by its manifest name says the same
+    from vapipe.models.quantize import recorded
+
+    quantised = recorded(path)
+    if quantised:  # a copy made here: its own file, whatever its name; the licence its source's
+        entry = entry or assets.model_entry(str(quantised.get("made_from", "")))
+    elif not entry:  # a path: the same file named by its manifest name says the same
         found = assets.model_entry_of_file(path)
         if found:
             facts["manifest"] = found[0]
@@ -193,12 +198,13 @@ def show_info(model: str) -> int:
         or facts.pop("metadata licence", None)
         or ("not in the manifest or the model's metadata: see the model's source")
     )
-    from vapipe.models.quantize import recorded
-
-    quantised = recorded(path)
     if quantised:
         facts.update(agreement_lines(quantised))
-    if entry.get("export"):
+        facts["made with"] = (
+            f"run-pipeline models quantize {quantised.get('made_from', '(a float model)')}"
+            f" (onnxruntime {quantised.get('onnxruntime')})"
+        )
+    elif entry.get("export"):
         facts["made with"] = entry["export"]
     width = max(map(len, facts))
     for key, value in facts.items():

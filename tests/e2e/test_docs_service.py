@@ -5,7 +5,6 @@ HTTP status under 400; a live-events line is read for a moment."""
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 import subprocess
@@ -13,16 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_blocks import block_params
 from tests.e2e.serve_helpers import serve
 
 REPO = Path(__file__).resolve().parents[2]
-BLOCKS = [
-    pytest.param(block, id=f"{page.relative_to(REPO)}-{index}")
-    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-    for index, block in enumerate(
-        re.findall(r"<!-- tested: service -->\n```sh\n(.*?)```", page.read_text(), re.DOTALL)
-    )
-]
+BLOCKS = block_params("tested: service")
 
 
 def commands(block: str) -> list[list[str]]:

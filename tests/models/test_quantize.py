@@ -4,6 +4,7 @@ INT8 and an FP16 copy of YOLOX-Nano made from a sample clip that the pipeline th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -95,17 +96,21 @@ def test_a_quantised_copy_records_its_agreement_and_runs_in_the_pipeline(
     assert agreed["held_out_frames"] == 4 and agreed["float_detections"] > 10
     assert agreed["matched"] >= least
     assert agreed["fps"] > 0 and agreed["float_fps"] > 0
-    model = onnx.load(str(target))
-    ops = {node.op_type for node in model.graph.node}
+    loaded = onnx.load(str(target))
+    ops = {node.op_type for node in loaded.graph.node}
     if to == "int8":
         assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
     else:
-        assert model.graph.initializer[0].data_type == TensorProto.FLOAT16
-    names = {p.key for p in model.metadata_props}
+        assert loaded.graph.initializer[0].data_type == TensorProto.FLOAT16
+    names = {p.key for p in loaded.metadata_props}
     info = cli("models", "info", str(target), cwd=tmp_path)
     assert info.returncode == 0, info.stderr
     assert ["quantization", to] in [line.split() for line in info.stdout.splitlines()]
     assert "float detections matched" in info.stdout
+    # Named as the manifest's own int8 file, it is still the copy made here, not that one.
+    made_with = rf"made with\s+run-pipeline models quantize {model} \(onnxruntime"
+    assert re.search(made_with, info.stdout), info.stdout
+    assert "quantize_dynamic" not in info.stdout and "\nmanifest " not in info.stdout
     ran = cli(str(FILE_CONFIG), "--set", f"det.model={target}", "--max-frames", "8", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
     found = [e for e in read_events(tmp_path / "out" / "events.jsonl") if e["event"] == "frame"]
