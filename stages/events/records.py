@@ -37,6 +37,8 @@ def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record
         }
         if frame.predicted:  # infer.interval: the tracker's boxes, not the detector's
             record["predicted"] = True
+        if frame.motion is not None:  # a motion node looked: did anything move?
+            record["motion"] = not frame.motion.still
         if frame.analytics is not None:
             record["analytics"] = frame.analytics.summary
         yield record

@@ -5,24 +5,28 @@ outbox, and a sender thread hands them to paho while the connection is up. paho 
 with backoff; while the broker is down the outbox fills and then drops its oldest records,
 counted in the stats. A broker that is down, or that takes messages but acknowledges none
 (QoS 1/2) for a few seconds, is warned about while it lasts; whatever is unacknowledged at
-the end is counted as undelivered. Needs ``pip install 'vapipe[mqtt]'``.
+the end is counted as undelivered. With ``[nodes.mqtt.home_assistant]`` it also announces
+each source to Home Assistant (MQTT discovery, stages/sinks/home_assistant.py), with the run's
+availability as its last will. Needs ``pip install 'vapipe[mqtt]'``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.stages.events.outbox import Reachability
 from vapipe.stages.events.records import Record, to_json
+from vapipe.stages.sinks.home_assistant import Discovery, HomeAssistantConfig, Outgoing
 from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,14 @@ class MqttConfig(OutboxConfig):
     """First wait before reconnecting; doubles up to ``reconnect_max_s``."""
     reconnect_max_s: int = Field(30, ge=1)
     """Longest wait between reconnection attempts."""
+    home_assistant: HomeAssistantConfig | None = None
+    """Home Assistant's MQTT discovery (``home_assistant = true`` or a table of its keys): a
+    device per source with sensors for its lines' counts and zones' occupancy."""
+
+    @field_validator("home_assistant", mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        return {} if value is True else None if value is False else value
 
 
 @register("mqtt")
@@ -72,7 +84,8 @@ class MqttSink(OutboxSink):
 
     Config = MqttConfig
     config: MqttConfig
-    published = acked = reconnects = connects = invalid = 0
+    published = acked = reconnects = connects = invalid = announced = pictures_missing = 0
+    discovery: Discovery | None = None
     unacknowledged: int | None = None
     """Set when it closes: what the broker never acknowledged."""
 
@@ -95,6 +108,12 @@ class MqttSink(OutboxSink):
         self.reach = Reachability(self.name, f"mqtt://{cfg.host}:{cfg.port}")
         self._connected = threading.Event()
         self._closing = threading.Event()
+        self._announce = threading.Event()  # publish all of Home Assistant's configs again
+        self._discovery_lock = threading.Lock()
+        if cfg.home_assistant is not None:
+            from vapipe import __version__
+
+            self.discovery = Discovery(cfg.home_assistant, __version__)
         self.client = self._client()
         self.client.connect_async(cfg.host, cfg.port, cfg.keepalive_s)
         self.client.loop_start()
@@ -120,7 +139,15 @@ class MqttSink(OutboxSink):
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
+        if self.discovery is not None:  # the broker says "offline" for us if we die
+            death = self.discovery.death()
+            client.will_set(death.topic, death.payload, qos=1, retain=True)
+            client.on_message = self._on_home_assistant_status
         return client
+
+    def _on_home_assistant_status(self, client: Any, userdata: Any, message: Any) -> None:
+        if message.payload == b"online":  # Home Assistant (re)started: announce again
+            self._announce.set()
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -128,6 +155,9 @@ class MqttSink(OutboxSink):
             return
         self.connects += 1
         self.reconnects = self.connects - 1
+        if self.discovery is not None:
+            client.subscribe(f"{self.discovery.config.prefix}/status", qos=1)
+            self._announce.set()
         self._connected.set()
         log.info("%s: connected to %s:%d", self.name, self.config.host, self.config.port)
 
@@ -151,18 +181,30 @@ class MqttSink(OutboxSink):
             self._watch_broker()
             if not self._connected.wait(0.2):
                 continue
+            if self._announce.is_set() and self.discovery is not None:
+                self._announce.clear()
+                with self._discovery_lock:
+                    everything = self.discovery.everything()
+                for message in everything:
+                    self._publish(message)
             batch = self.outbox.take(100, wait_s=0.2)
-            for index, (topic, payload) in enumerate(batch):
-                if not self._publish(topic, payload):
+            for index, message in enumerate(batch):
+                if not self._publish(message):
                     self.outbox.give_back(batch[index:])
                     self._closing.wait(0.05)
                     break
 
-    def _publish(self, topic: str, payload: str) -> bool:
+    def _publish(self, message: Outgoing) -> bool:
         """Handed to paho (or dropped as unpublishable); False: give it back, try later."""
         paho = self._paho
+        payload: str | bytes = message.payload
+        if message.file is not None:
+            picture = self._picture(message.file)
+            if picture is None:
+                return True
+            payload = picture
         try:
-            info = self.client.publish(topic, payload, self.config.qos, self.config.retain)
+            info = self.client.publish(message.topic, payload, self.config.qos, message.retain)
         except (ValueError, TypeError) as exc:  # paho refuses this topic or payload for good
             self.invalid += 1
             if self.invalid == 1:
@@ -191,8 +233,33 @@ class MqttSink(OutboxSink):
         else:
             self.reach.reachable()
 
-    def prepare(self, record: Record) -> tuple[str, str]:
-        return topic_for(self.config.topic, record["source_id"], record["event"]), to_json(record)
+    def _picture(self, path: Any) -> bytes | None:
+        """An event's picture, once its node has written it (it appears whole: write_whole)."""
+        assert self.config.home_assistant is not None
+        deadline = time.monotonic() + self.config.home_assistant.snapshot_wait_s
+        while not path.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            return bytes(path.read_bytes())
+        except OSError:
+            self.pictures_missing += 1
+            if self.pictures_missing == 1:
+                log.warning("%s: no picture at %s for Home Assistant (is home_assistant."
+                            "snapshot_dir the snapshots node's dir?)", self.name, path)  # fmt: skip
+            return None
+
+    def _offer(self, record: Record) -> None:
+        if self.discovery is not None:
+            with self._discovery_lock:
+                messages = self.discovery.update(record)
+            self.announced += len(messages)
+            for message in messages:
+                self.outbox.put(message)
+        super()._offer(record)
+
+    def prepare(self, record: Record) -> Outgoing:
+        topic = topic_for(self.config.topic, record["source_id"], record["event"])
+        return Outgoing(topic, to_json(record), self.config.retain)
 
     def close(self) -> None:
         if self._sender is None:
@@ -203,6 +270,11 @@ class MqttSink(OutboxSink):
         self._sender.join(self.config.drain_s + 1)
         if self.config.qos:
             self._wait_acked(self.config.drain_s)
+        if self.discovery is not None and self._connected.is_set():  # a clean end: say so
+            death = self.discovery.death()
+            sent = self.client.publish(death.topic, death.payload, 1, death.retain)
+            with contextlib.suppress(RuntimeError, ValueError):  # the connection went just now
+                sent.wait_for_publish(max(0.5, min(self.config.drain_s, 5.0)))
         self.client.disconnect()
         self.client.loop_stop()
         self.unacknowledged = self.in_flight()
@@ -234,6 +306,7 @@ class MqttSink(OutboxSink):
             "undelivered": len(outbox) + unacknowledged,
             "outbox_high_water": outbox.high_water,
             "reconnects": self.reconnects,
+            **({"home_assistant": self.announced} if self.discovery is not None else {}),
         }
 
 

@@ -159,3 +159,48 @@ class Subscriber:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+
+
+class Topics:
+    """Every message under ``topic``, raw (Home Assistant's payloads are not all JSON), in
+    order; ``retained_now`` reads what the broker keeps, as a client connecting now gets it."""
+
+    def __init__(self, port: int, topic: str = "#") -> None:
+        self.port = port
+        self.messages: list[tuple[str, bytes]] = []
+        self._lock = threading.Lock()
+        subscribed = threading.Event()
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+        self.client.on_connect = lambda c, u, f, r, p: c.subscribe(topic, qos=1)
+        self.client.on_subscribe = lambda *args: subscribed.set()
+        self.client.on_message = self._on_message
+        self.client.connect("127.0.0.1", port, 30)
+        self.client.loop_start()
+        assert subscribed.wait(10), "the test subscriber could not subscribe"
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        with self._lock:
+            self.messages.append((message.topic, bytes(message.payload)))
+
+    def payloads(self, topic: str) -> list[bytes]:
+        with self._lock:
+            return [payload for name, payload in self.messages if name == topic]
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    @staticmethod
+    def retained_now(port: int) -> dict[str, bytes]:
+        """The retained message of every topic (empty ones are deleted ones): a marker
+        published after subscribing arrives after all of them."""
+        reader = Topics(port)
+        marker = f"vapipe-test/marker/{os.urandom(4).hex()}"
+        reader.client.publish(marker, b"x", qos=1)
+        deadline = time.monotonic() + 20
+        while not reader.payloads(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        reader.close()
+        assert reader.payloads(marker), "the broker did not send the marker back"
+        return {name: payload for name, payload in reader.messages if not name.startswith(
+            "vapipe-test/")}  # fmt: skip

@@ -1,0 +1,230 @@
+"""Home Assistant's MQTT discovery for the ``mqtt`` sink (``[nodes.mqtt.home_assistant]``):
+a device per source, its entities announced as they first appear in the events, their states
+kept as one retained JSON object per source, removed again with their source.
+
+Pure bookkeeping, no broker: :class:`Discovery` turns event records into the messages to
+publish (topic, payload, retain) and remembers everything it announced, so that the sink can
+publish it all again on every (re)connection: the broker or Home Assistant may have lost it,
+and the sink's outbox drops its oldest records when full. The payloads follow Home
+Assistant's documented discovery schema (https://www.home-assistant.io/integrations/mqtt/,
+per component: sensor.mqtt, binary_sensor.mqtt, image.mqtt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from vapipe.pipeline.stage import StageConfig
+
+ONLINE, OFFLINE = "online", "offline"
+SLUG = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+class HomeAssistantConfig(StageConfig):
+    """Home Assistant's MQTT discovery: what the sink announces beside its events."""
+
+    prefix: str = "homeassistant"
+    """Home Assistant's discovery prefix (its MQTT integration's setting)."""
+    id: str = "vapipe"
+    """This installation: the start of every unique id, device id and state topic
+    (``{id}/{source_id}/state``); give each pipeline on one broker its own."""
+    snapshot_dir: str = "out/media"
+    """The ``dir`` of the snapshots node, whose pictures the image entity shows (each
+    source's latest event picture); ``""``: no image entity."""
+    snapshot_wait_s: float = Field(5.0, ge=0, le=60)
+    """How long to wait for an event's picture to be written before skipping it."""
+
+    @field_validator("prefix", "id")
+    @classmethod
+    def _topic_part(cls, value: str) -> str:
+        if not value or SLUG.sub("", value) != value.replace("/", ""):
+            raise ValueError("letters, digits, '_', '-' and '/' only")
+        return value
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to publish. ``file``: the payload is that file's bytes, read when sent."""
+
+    topic: str
+    payload: str
+    retain: bool = True
+    file: Path | None = None
+
+
+@dataclass
+class Source:
+    """What was announced for one source: its entities' config topics and its last state."""
+
+    slug: str
+    configs: dict[str, Outgoing] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    available: bool = False
+
+
+def slug(text: str) -> str:
+    """``text`` as a topic level and id part; a short hash keeps apart two names it merges."""
+    clean = SLUG.sub("_", text).strip("_") or "x"
+    if clean == text:
+        return clean
+    return f"{clean}_{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+
+
+class Discovery:
+    """The discovery configs, states and availability of every source seen, as messages."""
+
+    def __init__(self, config: HomeAssistantConfig, version: str) -> None:
+        self.config, self.version = config, version
+        self.sources: dict[str, Source] = {}
+        self.status_topic = f"{config.id}/status"
+        """The run's availability (the sink's last will: ``offline`` if it dies)."""
+
+    def birth(self) -> Outgoing:
+        return Outgoing(self.status_topic, ONLINE)
+
+    def death(self) -> Outgoing:
+        return Outgoing(self.status_topic, OFFLINE)
+
+    def topic(self, source_id: str, what: str) -> str:
+        return f"{self.config.id}/{self.sources[source_id].slug}/{what}"
+
+    def update(self, record: dict[str, Any]) -> list[Outgoing]:
+        """The messages one event record calls for (often none)."""
+        kind, source_id = record["event"], record["source_id"]
+        if kind == "source_removed":
+            return self.remove(source_id)
+        if source_id not in self.sources:
+            self.sources[source_id] = Source(slug(source_id))
+        out = []
+        if kind in ("source_down", "source_up") or not self.sources[source_id].available:
+            out.extend(self._availability(source_id, kind != "source_down"))
+        if kind == "frame":
+            out.extend(self._frame(source_id, record))
+        picture = record.get("snapshot")
+        if picture and self.config.snapshot_dir:
+            image = self._entity(source_id, "image", "snapshot", "latest event")
+            out.extend(self._new(source_id, [image]))
+            path = Path(self.config.snapshot_dir) / picture
+            out.append(Outgoing(self.topic(source_id, "snapshot"), "", True, path))
+        return out
+
+    def remove(self, source_id: str) -> list[Outgoing]:
+        """Empty retained payloads: Home Assistant deletes the entities, the broker the states."""
+        source = self.sources.pop(source_id, None)
+        if source is None:
+            return []
+        topics = [*source.configs, *(f"{self.config.id}/{source.slug}/{w}" for w in
+                                     ("state", "available", "snapshot"))]  # fmt: skip
+        return [Outgoing(topic, "") for topic in topics]
+
+    def everything(self) -> list[Outgoing]:
+        """All that is announced now, to publish again after a (re)connection."""
+        out = [self.birth()]
+        for source_id, source in self.sources.items():
+            out.extend(source.configs.values())
+            out.append(Outgoing(self.topic(source_id, "available"),
+                                ONLINE if source.available else OFFLINE))  # fmt: skip
+            if source.state:
+                out.append(Outgoing(self.topic(source_id, "state"), json.dumps(source.state)))
+        return out
+
+    def _availability(self, source_id: str, up: bool) -> list[Outgoing]:
+        self.sources[source_id].available = up
+        return [Outgoing(self.topic(source_id, "available"), ONLINE if up else OFFLINE)]
+
+    def _frame(self, source_id: str, record: dict[str, Any]) -> list[Outgoing]:
+        """New entities for lines, directions, classes and zones first seen; the state when
+        it changed."""
+        state: dict[str, Any] = {"objects": "ON" if record.get("detections") else "OFF"}
+        out = [self._entity(source_id, "binary_sensor", "objects", "objects",
+                            device_class="occupancy")]  # fmt: skip
+        if "motion" in record:
+            out.append(self._entity(source_id, "binary_sensor", "motion", "motion",
+                                    device_class="motion"))  # fmt: skip
+            state["motion"] = "ON" if record["motion"] else "OFF"
+        analytics = record.get("analytics") or {}
+        for line, counts in analytics.get("lines", {}).items():
+            for direction, total in counts.items():
+                if isinstance(total, int):
+                    key = f"line_{slug(line)}_{slug(direction)}"
+                    out.append(self._count(source_id, key, f"{line} {direction}"))
+                    state[key] = total
+            for direction, classes in counts.get("by_class", {}).items():
+                for name, total in classes.items():
+                    key = f"line_{slug(line)}_{slug(direction)}_{slug(name)}"
+                    out.append(self._count(source_id, key, f"{line} {direction} {name}"))
+                    state[key] = total
+            for node, labels in counts.get("by_attribute", {}).items():  # a model's labels
+                for label, directions in labels.items():
+                    for direction, total in directions.items():
+                        key = f"line_{slug(line)}_{slug(direction)}_{slug(node)}_{slug(label)}"
+                        out.append(self._count(source_id, key, f"{line} {direction} {label}"))
+                        state[key] = total
+        for zone, facts in analytics.get("zones", {}).items():
+            key = f"zone_{slug(zone)}"
+            out.append(self._entity(source_id, "sensor", f"{key}_occupancy",
+                                    f"{zone} occupancy", state_class="measurement",
+                                    unit_of_measurement="objects"))  # fmt: skip
+            out.append(self._entity(source_id, "binary_sensor", f"{key}_occupied",
+                                    f"{zone} occupied", device_class="occupancy"))  # fmt: skip
+            state[f"{key}_occupancy"] = facts["occupancy"]
+            state[f"{key}_occupied"] = "ON" if facts["occupancy"] else "OFF"
+        source = self.sources[source_id]
+        announced = self._new(source_id, out)
+        if state != source.state:
+            source.state = state
+            announced.append(Outgoing(self.topic(source_id, "state"), json.dumps(state)))
+        return announced
+
+    def _new(self, source_id: str, configs: list[Outgoing]) -> list[Outgoing]:
+        """The configs not announced yet, now remembered as announced."""
+        known = self.sources[source_id].configs
+        fresh = [c for c in configs if c.topic not in known]
+        known.update((c.topic, c) for c in fresh)
+        return fresh
+
+    def _count(self, source_id: str, key: str, name: str) -> Outgoing:
+        return self._entity(source_id, "sensor", key, name, state_class="total_increasing",
+                            unit_of_measurement="objects")  # fmt: skip
+
+    def _entity(
+        self, source_id: str, component: str, key: str, name: str, **extra: str
+    ) -> Outgoing:
+        """One entity's discovery config (``{prefix}/{component}/{node}/{key}/config``)."""
+        cfg, source = self.config, self.sources[source_id]
+        node = f"{slug(cfg.id)}_{source.slug}"
+        payload: dict[str, Any] = {
+            "name": name,
+            "unique_id": f"{node}_{key}",
+            "availability": [
+                {"topic": self.status_topic},
+                {"topic": self.topic(source_id, "available")},
+            ],
+            "availability_mode": "all",
+            "device": {
+                "identifiers": [node],
+                "name": source_id,
+                "manufacturer": "vapipe",
+                "model": "video analytics pipeline",
+                "sw_version": self.version,
+            },
+            "origin": {"name": "vapipe", "sw_version": self.version},
+            **extra,
+        }
+        if component == "image":
+            payload["image_topic"] = self.topic(source_id, "snapshot")
+            payload["content_type"] = "image/jpeg"
+        else:
+            payload["state_topic"] = self.topic(source_id, "state")
+            payload["value_template"] = f"{{{{ value_json['{key}'] }}}}"
+        if component == "binary_sensor":
+            payload["payload_on"], payload["payload_off"] = "ON", "OFF"
+        topic = f"{cfg.prefix}/{component}/{node}/{key}/config"
+        return Outgoing(topic, json.dumps(payload))
