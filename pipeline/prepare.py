@@ -9,11 +9,22 @@ from vapipe.pipeline import assets
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.graph import Graph
 
+NATIVE_CONFLICTS = {
+    frozenset({"vaapi", "migraphx"}): (
+        "VA-API decoding (Mesa's driver and its LLVM) and MIGraphX (ROCm's own LLVM) abort "
+        "in one process ('LLVM ERROR: Option already exists', NixOS/nixpkgs#499005)"
+    ),
+}
+"""Native stacks that cannot share a process, and why. Each node's config declares the stacks
+it loads (a ``native_stacks()`` method on the config or on any of its tables)."""
+
 
 def prepare_assets(graph: Graph) -> None:
     """Every model and sample clip the nodes need, found or fetched before any node opens;
-    first, every file given by path (a model, an input) is there."""
+    first, every file given by path (a model, an input) is there, and no two nodes load
+    native stacks that abort together."""
     check_local_files(graph)
+    check_native_stacks(graph)
     assets.prepare(
         [
             assets.Needed(kind, name, node)
@@ -49,3 +60,31 @@ def models_named(config: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
         elif isinstance(value, BaseModel):
             found += models_named(value, f"{prefix}{key}.")
     return found
+
+
+def native_stacks(config: BaseModel) -> frozenset[str]:
+    """The native stacks a node's config and its tables declare (``native_stacks()``)."""
+    found = frozenset(config.native_stacks()) if hasattr(config, "native_stacks") else frozenset()
+    for key in type(config).model_fields:
+        value = getattr(config, key)
+        if isinstance(value, BaseModel):
+            found |= native_stacks(value)
+    return found
+
+
+def check_native_stacks(graph: Graph) -> None:
+    """Two nodes whose native stacks abort in one process (every shard runs every node) are
+    refused before anything loads, in one line that names both and what to change."""
+    loaded = {name: native_stacks(node.config) for name, node in graph.nodes.items()}
+    for pair, why in NATIVE_CONFLICTS.items():
+        users = {stack: [n for n, stacks in loaded.items() if stack in stacks] for stack in pair}
+        if all(users.values()):
+            first, second = sorted(pair, key=lambda s: s != "vaapi")
+            node = users[first][0]
+            raise graph.spec.error(
+                f"{first} here and {second} in node '{users[second][0]}' cannot share a "
+                f"process: {why}; decode on the CPU (remove hwaccel) or run that model on "
+                'another provider (providers = "cpu", or "rocm" with onnxruntime-rocm)',
+                node=node,
+                key="hwaccel" if first == "vaapi" else None,
+            )

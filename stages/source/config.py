@@ -64,13 +64,18 @@ class SourceConfig(StageConfig):
     ``d3d11va``, ``videotoolbox``; ``run-pipeline doctor`` lists this build's). Frames still
     come to host memory for preprocessing. Where the device cannot be opened or does not take
     the codec, decoding falls back to software, with a warning. Experimental: see the README
-    (slower than software decoding on a 16-core host, and not yet pixel-identical)."""
+    (slower than software decoding on a 16-core host, and not yet pixel-identical).
+    ``vaapi`` beside a model on MIGraphX is refused: their two LLVMs abort in one process."""
     hwaccel_device: str | None = None
     """Which device for ``hwaccel``: a GPU index (``"1"``) or a render node
     (``/dev/dri/renderD128``); default: the first."""
 
     options: dict[str, str] = Field(default_factory=dict)
     """Extra FFmpeg demuxer options, passed to ``av.open``."""
+
+    def native_stacks(self) -> frozenset[str]:
+        """``vaapi`` when decoding through VA-API (Mesa's driver, with Mesa's LLVM)."""
+        return frozenset({"vaapi"}) if self.hwaccel == "vaapi" else frozenset()
 
     @field_validator("hwaccel")
     @classmethod

@@ -42,6 +42,14 @@ class OnnxRuntimeConfig(StageConfig):
     core). When an accelerator is chosen, its session keeps ONNX Runtime's own pool: the few
     nodes it leaves on the CPU ran 2.8x slower on one thread (CUDA, H200)."""
 
+    def native_stacks(self) -> frozenset[str]:
+        """``migraphx`` where this session would load it (ROCm's own LLVM: see
+        pipeline/prepare.py): asked for by name, or ``auto`` where onnxruntime offers it."""
+        named = [self.providers] if isinstance(self.providers, str) else self.providers
+        if any(n.lower() in ("migraphx", "migraphxexecutionprovider") for n in named):
+            return frozenset({"migraphx"})
+        return migraphx_offered() if self.providers == "auto" else frozenset()
+
 
 class TorchConfig(StageConfig):
     """PyTorch on its GPU (CUDA or ROCm builds) via onnx2torch: ``pip install 'vapipe[torch]'``."""
@@ -80,6 +88,18 @@ class AutoConfig(StageConfig):
 
     type: Literal["auto"] = "auto"
     """The backend: ``auto``."""
+
+    def native_stacks(self) -> frozenset[str]:
+        """``migraphx`` where ``auto`` would pick it: onnxruntime offers it here."""
+        return migraphx_offered()
+
+
+def migraphx_offered() -> frozenset[str]:
+    """``{"migraphx"}`` when the installed onnxruntime offers the MIGraphX provider."""
+    import onnxruntime
+
+    offered = "MIGraphXExecutionProvider" in onnxruntime.get_available_providers()
+    return frozenset({"migraphx"}) if offered else frozenset()
 
 
 BACKEND_TYPES: dict[str, type[StageConfig]] = {
