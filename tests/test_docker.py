@@ -52,8 +52,14 @@ def test_dockerignore_keeps_the_context_small() -> None:
 
 def test_rocm_image_is_usable_on_amd_gpus() -> None:
     text = (REPO / "docker" / "rocm" / "Dockerfile").read_text()
-    assert re.search(r"ARG ROCM_VERSION=\d+\.\d+\.\d+", text), "the ROCm base is not pinned"
-    assert "rocm-rel-${ROCM_VERSION}" in text, "ONNX Runtime not tied to the image's ROCm"
+    pinned = re.search(r"ARG ROCM_VERSION=(\d+)\.\d+\.\d+", text)
+    assert pinned, "the ROCm base is not pinned"
+    # The MIGraphX build of ONNX Runtime, pinned by hash, built for HIP 7: ROCm 7.x.
+    requirements = (REPO / "docker" / "rocm" / "requirements-migraphx.txt").read_text()
+    assert re.search(r"^onnxruntime-migraphx==[\d.]+ \\\n\s+--hash=sha256:[0-9a-f]{64}$",
+                     requirements, re.MULTILINE), requirements  # fmt: skip
+    assert "--require-hashes -r /tmp/requirements-migraphx.txt" in text
+    assert pinned.group(1) == "7" and "libamdhip64.so.7" in requirements
     assert "rocm-opencl-runtime" in text and "--groups video" in text and "render" in text
     guide = (REPO / "docs" / "docker.md").read_text()
     for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video",

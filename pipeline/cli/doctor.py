@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from vapipe.stages.infer.backends import openvino
@@ -25,16 +27,28 @@ HW_CODEC_SUFFIXES = (
 )
 
 
-def report(out: Callable[[str], None] = print) -> int:
+def report(out: Callable[[str], None] = print, root: Path = Path("/")) -> int:
     from vapipe import __version__
 
     out(f"vapipe {__version__}, Python {platform.python_version()}, {platform.platform()}")
+    _amd_gpus(out, root)
     _onnxruntime(out)
     _opencl(out)
     _pyav(out)
     _torch(out)
     _plugins(out)
     return 0
+
+
+def _amd_gpus(out: Callable[[str], None], root: Path) -> None:
+    """Each AMD GPU's ISA from the kernel (no ROCm needed) and what to set for it."""
+    from vapipe.pipeline import amd_gpus
+
+    lines = amd_gpus.report_lines(root, os.environ.get("HSA_OVERRIDE_GFX_VERSION"))
+    if lines:
+        out("AMD GPUs (the kernel's KFD topology; table and sources: docs/ryzen.md):")
+        for line in lines:
+            out(line)
 
 
 def _plugins(out: Callable[[str], None]) -> None:
