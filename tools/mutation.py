@@ -29,6 +29,12 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "tools/results"
 
 MODULES: dict[str, list[str]] = {
+    "stages/sinks/home_assistant.py": ["tests/stages/sinks/test_home_assistant.py"],
+    "pipeline/amd_gpus.py": ["tests/pipeline/test_amd_gpus.py"],
+    "pipeline/prepare.py": [
+        "tests/pipeline/test_native_stacks.py",
+        "tests/pipeline/cli/test_typed_errors.py",
+    ],
     "stages/objects/memory.py": ["tests/stages/objects/test_memory.py"],
     "stages/objects/cl_crops.py": ["tests/stages/objects/test_cl_crops.py"],
     "stages/track/classes.py": [
