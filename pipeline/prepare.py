@@ -9,13 +9,18 @@ from vapipe.pipeline import assets
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.graph import Graph
 
-NATIVE_CONFLICTS = {
-    frozenset({"vaapi", "migraphx"}): (
+NATIVE_CONFLICTS = (
+    (
+        ("vaapi", "hwaccel"),
+        "migraphx",
         "VA-API decoding (Mesa's driver and its LLVM) and MIGraphX (ROCm's own LLVM) abort "
-        "in one process ('LLVM ERROR: Option already exists', NixOS/nixpkgs#499005)"
+        "in one process ('LLVM ERROR: Option already exists', NixOS/nixpkgs#499005); decode "
+        "on the CPU (remove hwaccel) or run that model on another provider (providers = "
+        '"cpu", or "rocm" with onnxruntime-rocm)',
     ),
-}
-"""Native stacks that cannot share a process, and why. Each node's config declares the stacks
+)
+"""Native stacks that cannot share a process: (the first, and the key that asks for it in
+its node), the second, and why with what to change. Each node's config declares the stacks
 it loads (a ``native_stacks()`` method on the config or on any of its tables)."""
 
 
@@ -76,15 +81,12 @@ def check_native_stacks(graph: Graph) -> None:
     """Two nodes whose native stacks abort in one process (every shard runs every node) are
     refused before anything loads, in one line that names both and what to change."""
     loaded = {name: native_stacks(node.config) for name, node in graph.nodes.items()}
-    for pair, why in NATIVE_CONFLICTS.items():
-        users = {stack: [n for n, stacks in loaded.items() if stack in stacks] for stack in pair}
-        if all(users.values()):
-            first, second = sorted(pair, key=lambda s: s != "vaapi")
-            node = users[first][0]
+    for (first, key), second, why in NATIVE_CONFLICTS:
+        having = [name for name, stacks in loaded.items() if first in stacks]
+        beside = [name for name, stacks in loaded.items() if second in stacks]
+        if having and beside:
             raise graph.spec.error(
-                f"{first} here and {second} in node '{users[second][0]}' cannot share a "
-                f"process: {why}; decode on the CPU (remove hwaccel) or run that model on "
-                'another provider (providers = "cpu", or "rocm" with onnxruntime-rocm)',
-                node=node,
-                key="hwaccel" if first == "vaapi" else None,
+                f"{first} here and {second} in node '{beside[0]}' cannot share a process: {why}",
+                node=having[0],
+                key=key,
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -54,12 +55,20 @@ def test_rocm_image_is_usable_on_amd_gpus() -> None:
     text = (REPO / "docker" / "rocm" / "Dockerfile").read_text()
     pinned = re.search(r"ARG ROCM_VERSION=(\d+)\.\d+\.\d+", text)
     assert pinned, "the ROCm base is not pinned"
-    # The MIGraphX build of ONNX Runtime, pinned by hash, built for HIP 7: ROCm 7.x.
-    requirements = (REPO / "docker" / "rocm" / "requirements-migraphx.txt").read_text()
-    assert re.search(r"^onnxruntime-migraphx==[\d.]+ \\\n\s+--hash=sha256:[0-9a-f]{64}$",
-                     requirements, re.MULTILINE), requirements  # fmt: skip
-    assert "--require-hashes -r /tmp/requirements-migraphx.txt" in text
-    assert pinned.group(1) == "7" and "libamdhip64.so.7" in requirements
+    # Every Python dependency pinned by version and hash; the MIGraphX build, made for HIP 7
+    # (ROCm 7.x), in place of the plain onnxruntime; the project's own dependencies all there.
+    lock = (REPO / "docker" / "rocm" / "requirements.lock").read_text()
+    pins = dict(re.findall(r"^([a-z0-9._-]+)==(\S+) \\$", lock, re.MULTILINE))
+    hashed = re.findall(r"^[a-z0-9._-]+==\S+ \\\n\s+--hash=sha256:[0-9a-f]{64}", lock, re.M)
+    assert pins and len(hashed) == len(pins), "a dependency without its hash"
+    assert "onnxruntime-migraphx" in pins and "onnxruntime" not in pins
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["mqtt"]]
+    for requirement in wanted:
+        name = re.split(r"[<>=;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name == "onnxruntime" or name in pins, f"{name} is not in the lock"
+    assert "--require-hashes -r requirements.lock" in text
+    assert pinned.group(1) == "7" and "libamdhip64.so.7" in lock
     assert "rocm-opencl-runtime" in text and "--groups video" in text and "render" in text
     guide = (REPO / "docs" / "docker.md").read_text()
     for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video",

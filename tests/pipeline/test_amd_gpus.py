@@ -95,3 +95,20 @@ def test_the_docs_page_holds_the_table_doctor_prints() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "ryzen.md").read_text()
     for target, known in amd_gpus.TARGETS.items():
         assert f"| `{target}` | {known.gpus} | {known.advice} | {known.source} |" in page
+
+
+def test_only_amd_gpu_nodes_count_and_a_node_without_properties_is_passed(tmp_path: Path) -> None:
+    root = fake_sysfs(tmp_path, 110003, 0x15BF)
+    nodes = root / amd_gpus.TOPOLOGY
+    (nodes / "0" / "properties").unlink()  # a node being torn down: no properties now
+    for name, props in {"2": "gfx_target_version 0\nvendor_id 4098\n",  # AMD's CPU
+                        "3": "gfx_target_version 110003\nvendor_id 32902\n",  # not AMD's
+                        "4": "gfx_target_version 110003\nvendor_id 1\n"}.items():  # fmt: skip
+        (nodes / name).mkdir()
+        (nodes / name / "properties").write_text(props)
+    assert [(g.node, g.target) for g in amd_gpus.gpus(root)] == [("1", "gfx1103")]
+
+
+def test_the_9_0_0_warning_is_for_vega_only(tmp_path: Path) -> None:
+    root = fake_sysfs(tmp_path, 110003, 0x15BF)
+    assert not any("warning" in line for line in amd_gpus.report_lines(root, "9.0.0"))

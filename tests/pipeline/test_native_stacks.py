@@ -105,3 +105,13 @@ def test_each_config_declares_its_own_stacks(monkeypatch: pytest.MonkeyPatch) ->
     found = {name: native_stacks(node.config) for name, node in graph.nodes.items()}
     assert found == {"cam": {"vaapi"}, "pre": set(), "det": {"migraphx"}, "nms": set(),
                      "track": set(), "events": set()}  # fmt: skip
+
+
+def test_the_first_of_each_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    offer_migraphx(monkeypatch, False)
+    text = BASE.format(hwaccel=VAAPI, backend=MIGRAPHX, track="")
+    text = text.replace('links = ["cam ! pre', 'links = ["cam2 ! pre", "cam ! pre')
+    text += '[nodes.cam2]\ntype = "source"\nuri = "y.mp4"\nhwaccel = "vaapi"\n'
+    text += "[nodes.track.appearance]\n" + MIGRAPHX
+    with pytest.raises(ConfigError, match=r"node 'cam' key 'hwaccel': .* in node 'det' "):
+        check_native_stacks(graph_module.build(config_module.parse(text)))

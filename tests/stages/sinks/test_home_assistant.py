@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from tests.stages.sinks.config_bounds import assert_bounds
 from tests.stages.sinks.home_assistant_schema import check_config, template_key
 from vapipe.stages.sinks.home_assistant import Discovery, HomeAssistantConfig, Outgoing, slug
 from vapipe.stages.sinks.mqtt import MqttConfig
@@ -190,3 +191,7 @@ def test_the_switch_and_its_table_in_the_mqtt_config() -> None:
     for bad in ("home/+", "a#", "", "x y"):
         with pytest.raises(ValidationError):
             HomeAssistantConfig(prefix=bad)
+
+
+def test_the_picture_wait_is_bounded() -> None:
+    assert_bounds(HomeAssistantConfig, "snapshot_wait_s", [0.0, 60.0], [-0.5, 60.5])
