@@ -111,9 +111,7 @@ class MqttSink(OutboxSink):
         self._announce = threading.Event()  # publish all of Home Assistant's configs again
         self._discovery_lock = threading.Lock()
         if cfg.home_assistant is not None:
-            from vapipe import __version__
-
-            self.discovery = Discovery(cfg.home_assistant, __version__)
+            self.discovery = Discovery(cfg.home_assistant, installed_version())
         self.client = self._client()
         self.client.connect_async(cfg.host, cfg.port, cfg.keepalive_s)
         self.client.loop_start()
@@ -341,3 +339,13 @@ def topic_for(template: str, source_id: str, event: str) -> str:
 
 def _short(text: str, most: int = 80) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def installed_version() -> str:
+    """vapipe's version as installed (a stage may not import the package's API for it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vapipe")
+    except PackageNotFoundError:
+        return "unknown"
