@@ -31,6 +31,11 @@ RESULTS = REPO / "tools/results"
 MODULES: dict[str, list[str]] = {
     "stages/sinks/home_assistant.py": ["tests/stages/sinks/test_home_assistant.py"],
     "pipeline/amd_gpus.py": ["tests/pipeline/test_amd_gpus.py"],
+    "pipeline/validation.py": [
+        "tests/pipeline/test_config.py",
+        "tests/pipeline/test_overrides.py",
+        "tests/pipeline/cli/test_typed_errors.py",
+    ],
     "pipeline/prepare.py": [
         "tests/pipeline/test_native_stacks.py",
         "tests/pipeline/cli/test_typed_errors.py",
