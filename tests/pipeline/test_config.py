@@ -332,3 +332,20 @@ def test_an_unknown_node_is_named_with_a_suggestion_and_a_long_set_is_cut() -> N
     assert shown("c" * 80) == "c" * 80
     assert shown("c" * 81) == "c" * 77 + "..."
     assert shown("nope.x=" + "v" * 100, limit=20) == "nope.x=vvvvvvvvvv..."
+
+
+SOURCE = (
+    'links = ["cam ! events"]\n[nodes.cam]\ntype = "source"\nuri = "x.mp4"\n{keys}\n'
+    '[nodes.events]\ntype = "events"\n'
+)
+
+
+def test_a_misspelt_key_is_named_before_a_bad_value_beside_it() -> None:
+    text = SOURCE.format(keys='loop = "maybe"\nrelatime = true')
+    with pytest.raises(ConfigError, match=r"key 'relatime': unknown key \(did you mean 'realtime'"):
+        parse(text)
+
+
+def test_of_two_bad_values_one_is_named_the_first_the_config_class_checks() -> None:
+    with pytest.raises(ConfigError, match=r"node 'cam' key 'realtime': "):
+        parse(SOURCE.format(keys='loop = "maybe"\nrealtime = "perhaps"'))
