@@ -11,7 +11,7 @@ from pathlib import Path
 import av
 
 
-def _decode_share(clip: str, sources: int, frames: int, threads: int) -> int:
+def decode_share(clip: str, sources: int, frames: int, threads: int) -> int:
     """One process's share of the ceiling: ``sources`` decoders in threads, as a shard runs
     them, each handing ``frames`` pictures over as I420 arrays (what the source stage makes
     for the OpenCL path), looping the clip."""
@@ -48,6 +48,6 @@ def decode_ceiling(clip: Path, streams: int, processes: int, frames: int) -> flo
     share = streams // processes
     with ProcessPoolExecutor(processes) as pool:
         started = time.monotonic()
-        total = sum(pool.map(_decode_share, [str(clip)] * processes, [share] * processes,
+        total = sum(pool.map(decode_share, [str(clip)] * processes, [share] * processes,
                              [frames] * processes, [threads] * processes))  # fmt: skip
         return round(total / (time.monotonic() - started), 1)
