@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field, field_validator
 
@@ -57,6 +57,15 @@ class Outgoing:
     payload: str
     retain: bool = True
     file: Path | None = None
+
+
+class Entity(NamedTuple):
+    """An entity as the events show it; its discovery config is made once, when first seen."""
+
+    component: str
+    key: str
+    name: str
+    extra: dict[str, str] = {}
 
 
 @dataclass
@@ -109,97 +118,111 @@ class Discovery:
             out.extend(self._frame(source_id, record))
         picture = record.get("snapshot")
         if picture and self.config.snapshot_dir:
-            image = self._entity(source_id, "image", "snapshot", "latest event")
-            out.extend(self._new(source_id, [image]))
+            out.extend(self._new(source_id, [Entity("image", "snapshot", "latest event")]))
             path = Path(self.config.snapshot_dir) / picture
             out.append(Outgoing(self.topic(source_id, "snapshot"), "", True, path))
         return out
 
     def remove(self, source_id: str) -> list[Outgoing]:
         """Empty retained payloads: Home Assistant deletes the entities, the broker the states."""
-        source = self.sources.pop(source_id, None)
-        if source is None:
+        if source_id not in self.sources:
             return []
-        topics = [*source.configs, *(f"{self.config.id}/{source.slug}/{w}" for w in
-                                     ("state", "available", "snapshot"))]  # fmt: skip
-        return [Outgoing(topic, "") for topic in topics]
+        kept = [self.topic(source_id, what) for what in ("state", "available", "snapshot")]
+        configs = list(self.sources.pop(source_id).configs)
+        return [Outgoing(topic, "") for topic in (*configs, *kept)]
 
     def everything(self) -> list[Outgoing]:
         """All that is announced now, to publish again after a (re)connection."""
         out = [self.birth()]
         for source_id, source in self.sources.items():
             out.extend(source.configs.values())
-            out.append(Outgoing(self.topic(source_id, "available"),
-                                ONLINE if source.available else OFFLINE))  # fmt: skip
+            out.append(self._available(source_id))
             if source.state:
-                out.append(Outgoing(self.topic(source_id, "state"), json.dumps(source.state)))
+                out.append(self._state(source_id))
         return out
 
     def _availability(self, source_id: str, up: bool) -> list[Outgoing]:
         self.sources[source_id].available = up
-        return [Outgoing(self.topic(source_id, "available"), ONLINE if up else OFFLINE)]
+        return [self._available(source_id)]
+
+    def _available(self, source_id: str) -> Outgoing:
+        up = self.sources[source_id].available
+        return Outgoing(self.topic(source_id, "available"), ONLINE if up else OFFLINE)
+
+    def _state(self, source_id: str) -> Outgoing:
+        return Outgoing(self.topic(source_id, "state"), json.dumps(self.sources[source_id].state))
 
     def _frame(self, source_id: str, record: dict[str, Any]) -> list[Outgoing]:
         """New entities for lines, directions, classes and zones first seen; the state when
         it changed."""
         state: dict[str, Any] = {"objects": "ON" if record.get("detections") else "OFF"}
-        out = [self._entity(source_id, "binary_sensor", "objects", "objects",
-                            device_class="occupancy")]  # fmt: skip
+        out = [Entity("binary_sensor", "objects", "objects", {"device_class": "occupancy"})]
         if "motion" in record:
-            out.append(self._entity(source_id, "binary_sensor", "motion", "motion",
-                                    device_class="motion"))  # fmt: skip
+            out.append(Entity("binary_sensor", "motion", "motion", {"device_class": "motion"}))
             state["motion"] = "ON" if record["motion"] else "OFF"
         analytics = record.get("analytics") or {}
         for line, counts in analytics.get("lines", {}).items():
             for direction, total in counts.items():
                 if isinstance(total, int):
                     key = f"line_{slug(line)}_{slug(direction)}"
-                    out.append(self._count(source_id, key, f"{line} {direction}"))
+                    out.append(count(key, f"{line} {direction}"))
                     state[key] = total
             for direction, classes in counts.get("by_class", {}).items():
                 for name, total in classes.items():
                     key = f"line_{slug(line)}_{slug(direction)}_{slug(name)}"
-                    out.append(self._count(source_id, key, f"{line} {direction} {name}"))
+                    out.append(count(key, f"{line} {direction} {name}"))
                     state[key] = total
             for node, labels in counts.get("by_attribute", {}).items():  # a model's labels
                 for label, directions in labels.items():
                     for direction, total in directions.items():
                         key = f"line_{slug(line)}_{slug(direction)}_{slug(node)}_{slug(label)}"
-                        out.append(self._count(source_id, key, f"{line} {direction} {label}"))
+                        out.append(count(key, f"{line} {direction} {label}"))
                         state[key] = total
         for zone, facts in analytics.get("zones", {}).items():
             key = f"zone_{slug(zone)}"
-            out.append(self._entity(source_id, "sensor", f"{key}_occupancy",
-                                    f"{zone} occupancy", state_class="measurement",
-                                    unit_of_measurement="objects"))  # fmt: skip
-            out.append(self._entity(source_id, "binary_sensor", f"{key}_occupied",
-                                    f"{zone} occupied", device_class="occupancy"))  # fmt: skip
+            out.append(
+                Entity(
+                    "sensor",
+                    f"{key}_occupancy",
+                    f"{zone} occupancy",
+                    {"state_class": "measurement", "unit_of_measurement": "objects"},
+                )
+            )
+            out.append(Entity("binary_sensor", f"{key}_occupied", f"{zone} occupied",
+                              {"device_class": "occupancy"}))  # fmt: skip
             state[f"{key}_occupancy"] = facts["occupancy"]
             state[f"{key}_occupied"] = "ON" if facts["occupancy"] else "OFF"
         source = self.sources[source_id]
         announced = self._new(source_id, out)
         if state != source.state:
             source.state = state
-            announced.append(Outgoing(self.topic(source_id, "state"), json.dumps(state)))
+            announced.append(self._state(source_id))
         return announced
 
-    def _new(self, source_id: str, configs: list[Outgoing]) -> list[Outgoing]:
-        """The configs not announced yet, now remembered as announced."""
+    def _new(self, source_id: str, entities: list[Entity]) -> list[Outgoing]:
+        """The configs of the entities not announced yet (made only for those: this runs for
+        every frame), now remembered as announced."""
         known = self.sources[source_id].configs
-        fresh = [c for c in configs if c.topic not in known]
-        known.update((c.topic, c) for c in fresh)
+        fresh = []
+        for entity in entities:
+            topic = self._config_topic(source_id, entity)
+            if topic not in known:
+                known[topic] = self._config(source_id, entity, topic)
+                fresh.append(known[topic])
         return fresh
 
-    def _count(self, source_id: str, key: str, name: str) -> Outgoing:
-        return self._entity(source_id, "sensor", key, name, state_class="total_increasing",
-                            unit_of_measurement="objects")  # fmt: skip
+    def _node(self, source_id: str) -> str:
+        return f"{slug(self.config.id)}_{self.sources[source_id].slug}"
 
-    def _entity(
-        self, source_id: str, component: str, key: str, name: str, **extra: str
-    ) -> Outgoing:
-        """One entity's discovery config (``{prefix}/{component}/{node}/{key}/config``)."""
-        cfg, source = self.config, self.sources[source_id]
-        node = f"{slug(cfg.id)}_{source.slug}"
+    def _config_topic(self, source_id: str, entity: Entity) -> str:
+        """``{prefix}/{component}/{node}/{key}/config``."""
+        node = self._node(source_id)
+        return f"{self.config.prefix}/{entity.component}/{node}/{entity.key}/config"
+
+    def _config(self, source_id: str, entity: Entity, topic: str) -> Outgoing:
+        """One entity's discovery config, published on ``topic``."""
+        component, key, name, extra = entity
+        node = self._node(source_id)
         payload: dict[str, Any] = {
             "name": name,
             "unique_id": f"{node}_{key}",
@@ -226,5 +249,10 @@ class Discovery:
             payload["value_template"] = f"{{{{ value_json['{key}'] }}}}"
         if component == "binary_sensor":
             payload["payload_on"], payload["payload_off"] = "ON", "OFF"
-        topic = f"{cfg.prefix}/{component}/{node}/{key}/config"
         return Outgoing(topic, json.dumps(payload))
+
+
+def count(key: str, name: str) -> Entity:
+    """A line's running count (in one direction, of one class or label)."""
+    return Entity("sensor", key, name, {"state_class": "total_increasing",
+                                         "unit_of_measurement": "objects"})  # fmt: skip
