@@ -3,6 +3,8 @@ opens: shared by the commands and the Python API."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pydantic import BaseModel
 
 from vapipe.pipeline import assets
@@ -54,27 +56,32 @@ def check_local_files(graph: Graph) -> None:
             raise graph.spec.error(exc.message, node=name, key=exc.key) from None
 
 
-def models_named(config: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
-    """(key, value) of every ``model`` key of a node's config and of its tables
-    (``appearance.model``): each is checked before any model loads."""
-    found = []
+def tables(config: BaseModel, prefix: str = "") -> Iterator[tuple[str, BaseModel]]:
+    """(key prefix, table) of a node's config and of every table inside it
+    (``("appearance.", AppearanceConfig)``)."""
+    yield prefix, config
     for key in type(config).model_fields:
         value = getattr(config, key)
-        if key == "model" and isinstance(value, str):
-            found.append((prefix + key, value))
-        elif isinstance(value, BaseModel):
-            found += models_named(value, f"{prefix}{key}.")
-    return found
+        if isinstance(value, BaseModel):
+            yield from tables(value, f"{prefix}{key}.")
+
+
+def models_named(config: BaseModel) -> list[tuple[str, str]]:
+    """(key, value) of every ``model`` key of a node's config and of its tables
+    (``appearance.model``): each is checked before any model loads."""
+    return [
+        (f"{prefix}model", model)
+        for prefix, table in tables(config)
+        if "model" in type(table).model_fields
+        and isinstance(model := getattr(table, "model", None), str)
+    ]
 
 
 def native_stacks(config: BaseModel) -> frozenset[str]:
     """The native stacks a node's config and its tables declare (``native_stacks()``)."""
-    found = frozenset(config.native_stacks()) if hasattr(config, "native_stacks") else frozenset()
-    for key in type(config).model_fields:
-        value = getattr(config, key)
-        if isinstance(value, BaseModel):
-            found |= native_stacks(value)
-    return found
+    return frozenset().union(
+        *(table.native_stacks() for _, table in tables(config) if hasattr(table, "native_stacks"))
+    )
 
 
 def check_native_stacks(graph: Graph) -> None:
