@@ -4,6 +4,7 @@ MARKERS in tests/test_docs.py): one reader for every test that runs or checks th
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,10 @@ def block_params(marker: str) -> list[object]:
         pytest.param(block, id=f"{page}-{sum(p == page for p, _ in blocks[:i])}")
         for i, (page, block) in enumerate(blocks)
     ]
+
+
+def commands(block: str) -> list[list[str]]:
+    """A block's commands as words: continued lines joined, comments dropped (a line that
+    is only a comment gives an empty list)."""
+    joined = block.replace("\\\n", " ")
+    return [shlex.split(line, comments=True) for line in joined.splitlines() if line.strip()]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_blocks import PAGES, REPO, marked_blocks
+from tests.docs_blocks import PAGES, REPO, commands, marked_blocks
 from tools.readme_command import command as readme_command
 from vapipe.pipeline import config as config_module
 from vapipe.pipeline import graph as graph_module
@@ -120,17 +120,11 @@ def test_the_readme_commands_are_what_ci_runs() -> None:
         assert block.strip() in (readme_command("install"), readme_command("test")), name
 
 
-def words_of(block: str) -> list[list[str]]:
-    """A block's commands as words: continued lines joined, comments and blank lines dropped."""
-    lines = block.replace("\\\n", " ").splitlines()
-    return [shlex.split(line, comments=True) for line in lines if line.strip()]
-
-
 def test_a_docker_block_names_real_files_images_and_arguments() -> None:
     blocks = marked_blocks("checked: docker")
     built: set[str] = set()
     for name, block in blocks:
-        for words in filter(None, words_of(block)):
+        for words in filter(None, commands(block)):
             words = words[words.index("docker") :]  # after any VAR=$(...) before it
             assert words[0] == "docker", f"{name}: {words}"
             if words[1] == "build":
@@ -153,7 +147,7 @@ def test_a_bench_block_runs_the_wheel_line_and_parses_its_flags() -> None:
     from bench.headline import parser
 
     blocks = marked_blocks("checked: bench")
-    lines = [w for _, block in blocks for w in words_of(block) if w]
+    lines = [w for _, block in blocks for w in commands(block) if w]
     headline = [w for w in lines if w[:2] == ["python", "bench/headline.py"]]
     assert headline and len(headline) == len(blocks)
     for words in headline:

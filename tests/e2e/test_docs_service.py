@@ -5,24 +5,17 @@ HTTP status under 400; a live-events line is read for a moment."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.docs_blocks import block_params
+from tests.docs_blocks import block_params, commands
 from tests.e2e.serve_helpers import serve
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = block_params("tested: service")
-
-
-def commands(block: str) -> list[list[str]]:
-    """The block's commands as words: continued lines joined, comments dropped."""
-    joined = block.replace("\\\n", " ")
-    return [shlex.split(line, comments=True) for line in joined.splitlines() if line.strip()]
 
 
 def test_the_docs_have_a_tested_service_block() -> None:
