@@ -14,8 +14,8 @@ the clip looped; median of ``--repeats``):
   thread of one process (one CUDA context), pictures left in device memory (NV12);
 - ``nvdec-pyav``: packets demuxed by PyAV (as the source stage demuxes them, so timestamps and
   reconnects stay the pipeline's), made Annex B by FFmpeg's ``h264_mp4toannexb``, handed to a
-  PyNvVideoCodec decoder per stream; pictures in device memory, the first of each stream taken
-  as a torch tensor through DLPack to check what a device front end would read.
+  PyNvVideoCodec decoder per stream; pictures in device memory, the first picture of the
+  first stream taken as a torch tensor through DLPack to record what a device front end reads.
 
 A way that cannot start here is reported with its error. A benchmark, never a test.
 """
@@ -47,6 +47,8 @@ from bench.decode_ceiling import decode_share  # noqa: E402
 
 def software(clip: str, streams: int, frames: int, processes: int) -> float:
     processes = min(processes, streams)
+    # The source stage's rule (stages.source.opening.decoder_share), restated: the device
+    # runs this without vapipe installed.
     threads = 0 if streams == 1 else max(4, (os.cpu_count() or 1) // streams)
     shares = [streams // processes + (i < streams % processes) for i in range(processes)]
     with ProcessPoolExecutor(processes) as pool:
