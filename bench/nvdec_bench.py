@@ -49,7 +49,8 @@ def software(clip: str, streams: int, frames: int, processes: int) -> float:
     processes = min(processes, streams)
     # The source stage's rule (stages.source.opening.decoder_share), restated: the device
     # runs this without vapipe installed.
-    threads = 0 if streams == 1 else max(4, (os.cpu_count() or 1) // streams)
+    cores = os.cpu_count() or 1
+    threads = 0 if streams == 1 else min(cores, max(4, cores // streams))
     shares = [streams // processes + (i < streams % processes) for i in range(processes)]
     with ProcessPoolExecutor(processes) as pool:
         started = time.monotonic()
