@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.pipeline.geometry import Letterbox
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
 from vapipe.stages.preprocess.geometry import letterbox_for
-from vapipe.stages.preprocess.opencl import same_shape_runs
 from vapipe.stages.preprocess.resize_tables import tables
 
 # OpenCV's COLOR_YUV2BGR_I420 coefficients (20-bit fixed point), as letterbox.cl has them.
@@ -97,42 +97,73 @@ class TorchLetterbox:
             raise ValueError(f"submit takes 1 to {self.max_batch} frames, got {len(images)}")
         torch = self.torch
         frames = [contiguous(image) for image in images]
-        offsets = np.cumsum([0] + [frame.nbytes for frame in frames]).tolist()
+        # Pictures a hardware decoder left on the device are read where they are: no staging.
+        sizes = [0 if isinstance(frame, DeviceNV12) else frame.nbytes for frame in frames]
+        offsets = np.cumsum([0, *sizes]).tolist()
         slot = self.slots[self._next]
         self._next = (self._next + 1) % len(self.slots)
-        if slot.uploaded is not None:
-            slot.uploaded.synchronize()  # its staging may still be on its way to the device
-        if slot.staging is None or slot.staging.numel() < offsets[-1]:
-            slot.staging = torch.empty(offsets[-1], dtype=torch.uint8, pin_memory=self.on_gpu)
-        host = slot.staging.numpy()
-        for frame, start in zip(frames, offsets, strict=False):
-            copy_picture(frame, host[start : start + frame.nbytes])
+        if offsets[-1]:
+            self._stage(slot, frames, offsets)
         conv = self.conv
         with (
             torch.inference_mode(),
             torch.cuda.stream(self.stream) if self.on_gpu else nullcontext(),
         ):
-            packed = slot.staging[: offsets[-1]].to(self.device, non_blocking=True)
-            if self.on_gpu:
-                slot.uploaded = torch.cuda.Event()
-                slot.uploaded.record(self.stream)
+            packed = None
+            if offsets[-1]:
+                packed = slot.staging[: offsets[-1]].to(self.device, non_blocking=True)
+                if self.on_gpu:
+                    slot.uploaded = torch.cuda.Event()
+                    slot.uploaded.record(self.stream)
             batch = self.pad.to(self.dtype).expand(len(frames), 3, conv.height, conv.width)
             batch = batch.contiguous()
             boxes: list[Letterbox] = []
-            for first, count in same_shape_runs(frames):
-                shape = frames[first].shape
-                i420 = len(shape) == 2
-                src_h, src_w = (shape[0] * 2 // 3, shape[1]) if i420 else shape[:2]
+            for first, count in _runs(frames):
+                picture = frames[first]
+                shape = picture.shape
+                layout = _layout(picture)
+                src_h, src_w = (shape[0] * 2 // 3, shape[1]) if layout != "bgr" else shape[:2]
                 box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
-                start = offsets[first]
-                source = packed[start : start + count * frames[first].nbytes].view(count, *shape)
-                self._letterbox(source, i420, src_h, src_w, box, batch[first : first + count])
+                if layout == "nv12":
+                    source = self._on_device(frames[first : first + count])
+                else:
+                    start = offsets[first]
+                    size = count * picture.nbytes
+                    # Host pictures were staged: packed is the tensor they were uploaded into.
+                    source = packed[start : start + size].view(count, *shape)  # type: ignore[index]
+                self._letterbox(source, layout, src_h, src_w, box, batch[first : first + count])
                 boxes.extend([box] * count)
             event = None
             if self.on_gpu:
                 event = torch.cuda.Event()
                 event.record(self.stream)
         return Pending(batch, event, boxes)
+
+    def _stage(self, slot: _Slot, frames: Sequence[Picture], offsets: list[int]) -> None:
+        """The host pictures, copied into the slot's page-locked staging."""
+        if slot.uploaded is not None:
+            slot.uploaded.synchronize()  # its staging may still be on its way to the device
+        if slot.staging is None or slot.staging.numel() < offsets[-1]:
+            slot.staging = self.torch.empty(
+                offsets[-1], dtype=self.torch.uint8, pin_memory=self.on_gpu
+            )
+        host = slot.staging.numpy()
+        for frame, start, end in zip(frames, offsets, offsets[1:], strict=False):
+            if end > start:
+                copy_picture(frame, host[start:end])
+
+    def _on_device(self, pictures: Sequence[Any]) -> Any:
+        """(count, height * 3 / 2, width) NV12 of decoder pictures on the device, once each
+        one's decoder stream has written it; their memory is not reused before this stream
+        has read it."""
+        stream = self.stream
+        for picture in pictures:
+            if stream is not None:
+                if picture.ready is not None:
+                    stream.wait_event(picture.ready)
+                picture.tensor.record_stream(stream)
+        tensors = [picture.tensor.to(self.device, non_blocking=True) for picture in pictures]
+        return self.torch.stack(tensors)
 
     def result(self, pending: Pending) -> Any:
         """The batch of a submitted ``Pending``, finished (a tensor on the device)."""
@@ -141,11 +172,11 @@ class TorchLetterbox:
         return pending.batch
 
     def _letterbox(
-        self, source: Any, i420: bool, src_h: int, src_w: int, box: Letterbox, out: Any
+        self, source: Any, layout: str, src_h: int, src_w: int, box: Letterbox, out: Any
     ) -> None:
         taps = self._taps_for(src_w, src_h, box)
-        if i420:
-            bgr = self._bgr_from_i420(source, src_h, taps)
+        if layout != "bgr":
+            bgr = self._bgr_from_yuv(source, layout == "nv12", src_h, taps)
         else:
             bgr = source.index_select(1, taps.rows).index_select(2, taps.cols)
             bgr = bgr.permute(0, 3, 1, 2).to(self.torch.int32)
@@ -165,13 +196,18 @@ class TorchLetterbox:
             tensor = tensor / self.std
         out[:, :, box.pad_y : box.pad_y + rh, box.pad_x : box.pad_x + rw] = tensor
 
-    def _bgr_from_i420(self, source: Any, src_h: int, taps: _Taps) -> Any:
+    def _bgr_from_yuv(self, source: Any, nv12: bool, src_h: int, taps: _Taps) -> Any:
         """BGR (count, 3, 2 * resized_h, 2 * resized_w) int32 at the resize's taps, with
-        OpenCV's integer arithmetic (each 2x2 block shares one chroma sample)."""
+        OpenCV's integer arithmetic (each 2x2 block shares one chroma sample), from I420 (U
+        plane, then V) or NV12 (U and V interleaved)."""
         torch = self.torch
         count, _, src_w = source.shape
         luma = source[:, :src_h].index_select(1, taps.rows).index_select(2, taps.cols)
-        chroma = source[:, src_h:].reshape(count, 2, src_h // 2, src_w // 2)
+        if nv12:
+            chroma = source[:, src_h:].reshape(count, src_h // 2, src_w // 2, 2)
+            chroma = chroma.permute(0, 3, 1, 2)
+        else:
+            chroma = source[:, src_h:].reshape(count, 2, src_h // 2, src_w // 2)
         chroma = chroma.index_select(2, taps.rows >> 1).index_select(3, taps.cols >> 1)
         luma = (luma.to(torch.int32) - 16).clamp_(min=0) * _LUMA + _ROUND
         u, v = (chroma.to(torch.int32) - 128).unbind(1)
@@ -197,3 +233,22 @@ class TorchLetterbox:
             )
             self._taps[key] = found
         return found
+
+
+def _runs(frames: Sequence[Picture]) -> list[tuple[int, int]]:
+    """(first index, count) of each run of consecutive frames of one shape and one place
+    (host, or a decoder's on the device), in order: I420 and NV12 share their shape."""
+    runs: list[tuple[int, int]] = []
+    kinds = [(frame.shape, isinstance(frame, DeviceNV12)) for frame in frames]
+    for index, kind in enumerate(kinds):
+        if runs and kinds[runs[-1][0]] == kind:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((index, 1))
+    return runs
+
+
+def _layout(picture: Picture) -> str:
+    if isinstance(picture, DeviceNV12):
+        return "nv12"
+    return "i420" if len(picture.shape) == 2 else "bgr"

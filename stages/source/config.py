@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.source.backoff import ReconnectConfig
+
+DEVICE_DECODERS = ("auto", "nvdec")
+"""``hwaccel`` values decoded by this project into GPU memory (stages/source/hardware.py),
+not by FFmpeg."""
 
 
 class SourceConfig(StageConfig):
@@ -60,15 +64,17 @@ class SourceConfig(StageConfig):
     """FFmpeg decoder threads; 0 = automatic: FFmpeg's choice (one per core) for a single
     source; with several, cores / sources but at least 4 (each thread holds a frame)."""
     hwaccel: str | None = None
-    """Decode on a GPU: an FFmpeg device type (``cuda``, ``vaapi``, ``qsv``, ``amf``,
-    ``d3d11va``, ``videotoolbox``; ``run-pipeline doctor`` lists this build's). Frames still
-    come to host memory for preprocessing. Where the device cannot be opened or does not take
-    the codec, decoding falls back to software, with a warning. Experimental: see the README
-    (slower than software decoding on a 16-core host, and not yet pixel-identical).
+    """Decode on a GPU. ``nvdec``: NVIDIA's video decoders, pictures left in GPU memory for a
+    torch preprocess node (``pip install 'vapipe[nvdec]'``; H.264 and HEVC, 8-bit 4:2:0);
+    ``auto``: that where it works, else software, with a log line saying why. A stream the
+    hardware does not take (codec, size, colours, rotation) decodes in software alone. Or an
+    FFmpeg device type (``cuda``, ``vaapi``, ``qsv``, ``amf``, ``d3d11va``, ``videotoolbox``;
+    ``run-pipeline doctor`` lists this build's), whose frames come back to host memory:
+    experimental, slower than software decoding on a 16-core host (docs/performance.md).
     ``vaapi`` beside a model on MIGraphX is refused: their two LLVMs abort in one process."""
     hwaccel_device: str | None = None
-    """Which device for ``hwaccel``: a GPU index (``"1"``) or a render node
-    (``/dev/dri/renderD128``); default: the first."""
+    """Which device for ``hwaccel``: a GPU index (``"1"``; ``nvdec`` takes only an index) or a
+    render node (``/dev/dri/renderD128``); default: the first."""
 
     options: dict[str, str] = Field(default_factory=dict)
     """Extra FFmpeg demuxer options, passed to ``av.open``."""
@@ -80,14 +86,23 @@ class SourceConfig(StageConfig):
     @field_validator("hwaccel")
     @classmethod
     def _known_device_type(cls, value: str | None) -> str | None:
-        if value is None:
+        if value is None or value in DEVICE_DECODERS:
             return value
         from av.codec.hwaccel import hwdevices_available
 
         known = hwdevices_available()
         if value not in known:
             raise ValueError(
-                f"'{value}' is not a device type of this FFmpeg build; it has: "
-                f"{', '.join(known) or 'none'}"
+                f"'{value}' is neither {' nor '.join(DEVICE_DECODERS)} nor a device type of this "
+                f"FFmpeg build; it has: {', '.join(known) or 'none'}"
             )
         return value
+
+    @model_validator(mode="after")
+    def _gpu_index(self) -> SourceConfig:
+        device = self.hwaccel_device
+        if self.hwaccel in DEVICE_DECODERS and device is not None and not device.isdigit():
+            raise ValueError(
+                f'hwaccel_device: {self.hwaccel} takes a GPU index ("0", "1"...), got {device!r}'
+            )
+        return self

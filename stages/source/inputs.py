@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vapipe.pipeline.assets import local_media, resolve_media
-from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.images import IMAGE_SUFFIXES, image_paths
 
 if TYPE_CHECKING:
     from vapipe.stages.source.config import SourceConfig
+
+log = logging.getLogger(__name__)
 
 LIVE_SCHEMES = (
     "rtsp://",
@@ -160,3 +163,22 @@ def spec_of(config: SourceConfig) -> InputSpec:
         pixel_format=config.pixel_format,
         extra=config.options,
     )
+
+
+def check_delivered(name: str, uri: str, delivered: int, announced: int, corrupt: int) -> None:
+    """A file read to its end: no frame is a failure; fewer than announced, a warning."""
+    if delivered == 0:
+        raise PipelineError(
+            f"{uri}: no frame could be decoded"
+            + (f" ({corrupt} corrupt packets)" if corrupt else "")
+        )
+    if announced and delivered < announced:
+        log.warning(
+            "%s: %d of the %d frames %s announces were decoded (%d corrupt packets): "
+            "it may be truncated or damaged",
+            name,
+            delivered,
+            announced,
+            uri,
+            corrupt,
+        )

@@ -17,7 +17,7 @@ from vapipe.pipeline.cpus import usable_cores
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import StreamInfo
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.stages.source.config import SourceConfig
+from vapipe.stages.source.config import DEVICE_DECODERS, SourceConfig
 from vapipe.stages.source.images import IMAGE_SUFFIXES
 from vapipe.stages.source.inputs import InputSpec
 
@@ -89,7 +89,7 @@ class Connector:
         """``av.open``, decoding on the configured hardware device while it opens."""
         kwargs = spec.open_kwargs()
         cfg = self.config
-        if cfg.hwaccel and not self.hwaccel_failed:
+        if cfg.hwaccel and cfg.hwaccel not in DEVICE_DECODERS and not self.hwaccel_failed:
             from av.codec.hwaccel import HWAccel
 
             try:

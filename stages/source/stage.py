@@ -18,6 +18,7 @@ from typing import Any
 import av
 
 from vapipe.pipeline.assets import SAMPLE_SCHEME, Kind, manifest_entries
+from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
 from vapipe.pipeline.outputs import Names
@@ -27,8 +28,16 @@ from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
 from vapipe.stages.source.decoded import DecodedI420
+from vapipe.stages.source.hardware import DecoderChoice
 from vapipe.stages.source.images import image_paths
-from vapipe.stages.source.inputs import check_inputs, files_read, input_spec, is_live, spec_of
+from vapipe.stages.source.inputs import (
+    check_delivered,
+    check_inputs,
+    files_read,
+    input_spec,
+    is_live,
+    spec_of,
+)
 from vapipe.stages.source.opening import (
     NETWORK_ERRORS,
     Connector,
@@ -70,6 +79,7 @@ class VideoSource(SourceStage):
         self._skip_until = 0
         self._images: list[str] | None = None
         self.packets = PacketFeed(name, [])
+        self.decoders = DecoderChoice(name, config)
 
     @classmethod
     def is_live(cls, config: SourceConfig) -> bool:
@@ -205,23 +215,8 @@ class VideoSource(SourceStage):
         self._account(self._seq, len(paths))
 
     def _account(self, delivered: int, announced: int) -> None:
-        """A file read to its end: no frame is a failure; fewer than announced, a warning."""
         self.announced += announced
-        if delivered == 0:
-            raise PipelineError(
-                f"{self.display_uri}: no frame could be decoded"
-                + (f" ({self.decode_errors} corrupt packets)" if self.decode_errors else "")
-            )
-        if announced and delivered < announced:
-            log.warning(
-                "%s: %d of the %d frames %s announces were decoded (%d corrupt packets): "
-                "it may be truncated or damaged",
-                self.name,
-                delivered,
-                announced,
-                self.display_uri,
-                self.decode_errors,
-            )
+        check_delivered(self.name, self.display_uri, delivered, announced, self.decode_errors)
 
     def _live_frames(self) -> Iterator[Frame | Message]:
         backoff = Backoff(self.config.reconnect)
@@ -293,6 +288,7 @@ class VideoSource(SourceStage):
         self.timeline.interval = self._interval()
         self.timeline.new_session(asked_at)
         self.packets.new_session(video)
+        decoder = self.decoders.for_session(video)
         first_pts: float | None = None
         started = time.monotonic()
         last_frame_at = last_video_at = opened_at = time.monotonic()
@@ -314,7 +310,7 @@ class VideoSource(SourceStage):
                 self.timeline.first_packet(float(packet.pts * packet.time_base))
             self.packets.add(packet, self.timeline.offset)
             try:
-                pictures = packet.decode()
+                pictures = decoder.decode(packet)
             except av.error.InvalidDataError as exc:
                 self.decode_errors += 1
                 if self.decode_errors == 1:
@@ -344,14 +340,16 @@ class VideoSource(SourceStage):
                 last_frame_at = time.monotonic()
 
     def _frame(self, picture: Any, pts: float) -> Frame:
-        planes = None
+        planes: DecodedI420 | DeviceNV12 | None = (
+            picture if isinstance(picture, DeviceNV12) else None
+        )
         # One colour conversion on every path: plain 4:2:0 pictures travel as I420 (in the
         # decoder's planes until read) and become BGR with OpenCV's BT.601 arithmetic
         # (Frame.image, on first read), which is also what the OpenCL kernel does; the others
         # are converted here by swscale, with their own matrix and range, for every stage alike.
-        if plain_i420(picture, self.config.auto_rotate):
+        if planes is None and plain_i420(picture, self.config.auto_rotate):
             planes = DecodedI420(picture)
-            self.yuv_frames += 1
+        self.yuv_frames += planes is not None
         if self.stream_info is None:
             raise PipelineError(f"{self.display_uri}: a frame came before its stream opened")
         frame = Frame(
@@ -386,13 +384,14 @@ class VideoSource(SourceStage):
 
     def stats(self) -> dict[str, Any]:
         hwaccel = self.config.hwaccel and not self.connector.hwaccel_failed
+        ffmpeg = f"hwaccel {self.config.hwaccel}" if hwaccel else "software"
         return {
             "uri": self.display_uri,
             "live": self.live,
             "reconnects": self.reconnects,
             "frames_announced": self.announced or None,
             "decode_errors": self.decode_errors,
-            "decoder": f"hwaccel {self.config.hwaccel}" if hwaccel else "software",
+            "decoder": self.decoders.describe() if self.decoders.names else ffmpeg,
             "decode_threads": self.decode_threads or "auto",
             "frames_as_yuv420": self.yuv_frames,
             "clock_restarts": self.timeline.discontinuities,

@@ -13,6 +13,7 @@ import pytest
 
 from tests.stages.preprocess.test_opencl import frames, numpy_stage
 from tests.stages.preprocess.test_yuv import i420_frames
+from vapipe.pipeline.device_picture import DeviceNV12, i420_to_nv12
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
 
 torch = pytest.importorskip("torch")
@@ -44,6 +45,26 @@ def test_real_i420_and_bgr_frames_give_the_numpy_tensor_bit_for_bit(
         pending = front.submit([planes[0], bgr[1], planes[2]])  # both layouts in one batch
         got = front.result(pending)
         assert isinstance(got, torch.Tensor) and got.shape == (3, 3, size, size)
+        for index, image in enumerate(bgr):
+            expected, box = reference.tensor(image)
+            assert np.array_equal(got[index].numpy(), expected), (clip, index)
+            assert pending.letterboxes[index] == box
+
+
+@pytest.mark.parametrize(("size", "placement", "color", "scale"), LAYOUTS)
+def test_nv12_pictures_on_the_device_give_the_numpy_tensor_bit_for_bit(
+    size: int, placement: str, color: str, scale: float
+) -> None:
+    """A hardware decoder's NV12 pictures, read where they lie, beside host I420 and BGR
+    frames of the same size in one batch (the same shape as I420: told apart by place)."""
+    front = letterbox(size, placement, color, scale)
+    reference = numpy_stage(size, placement, color, scale)
+    for clip in ("people", "horses"):
+        planes = i420_frames(clip, 4)
+        bgr = [cv2.cvtColor(p, cv2.COLOR_YUV2BGR_I420) for p in planes]
+        nv12 = [DeviceNV12(torch.from_numpy(i420_to_nv12(p)), None, 0, 1) for p in planes]
+        pending = front.submit([nv12[0], planes[1], nv12[2], bgr[3]])
+        got = front.result(pending)
         for index, image in enumerate(bgr):
             expected, box = reference.tensor(image)
             assert np.array_equal(got[index].numpy(), expected), (clip, index)
