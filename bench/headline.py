@@ -23,6 +23,12 @@ has it, else OpenCL on the GPU), the cases are:
 - ``decode16_ceiling_fps``: the same 16 sources decoded alone, in 8 processes with the
   source stage's FFmpeg threads, each picture taken as I420: the most the 16-stream case can
   reach with software decoding; measured in turn with the builds, so drift shows.
+- ``streams16_nvdec_fps``: ``streams16_shards8_fps`` with every source on NVIDIA's decoders
+  (``hwaccel = "nvdec"``), pictures left on the GPU; a build without it (5ba6359) decodes in
+  software. ``streams16_nvdec_shards4_fps``: the same in 4 shards (the build alone);
+  ``streams32_nvdec_fps``: 32 sources in 8 shards.
+- ``nvdec_same_detections`` (the build alone; not timed): the clip through one stream decoded
+  in software and on NVDEC, each frame's detections compared (count, class, box corners).
 - ``video4_fps``: 4 x 1080p in 4 shards with an annotated video per source (x264 veryfast):
   the video sink's frames/s.
 
@@ -74,6 +80,12 @@ def has_torch_pre(site: str) -> bool:
     return (Path(site) / "vapipe/stages/preprocess/torch_letterbox.py").exists()
 
 
+def has_nvdec(site: str) -> bool:
+    """Whether the build decodes on NVIDIA's decoders (``hwaccel = "nvdec"``): then its
+    ``_nvdec`` cases do, and a build without it runs them in software (its best)."""
+    return (Path(site) / "vapipe/stages/source/nvdec.py").exists()
+
+
 def torch_table(site: str, cache: Path | None) -> str:
     table = 'type = "torch"\ndevice = "cuda"'
     if has_cache(site) and cache is not None:
@@ -113,13 +125,15 @@ class Headline:
 
     # GPU cases
     def streams(
-        self, build: str, site: str, *, cold: bool, frames: int = LOOPED_FRAMES
-    ) -> float | None:
+        self, build: str, site: str, *, cold: bool, frames: int = LOOPED_FRAMES,
+        count: int = 16, shards: str = "8", nvdec: bool = False,
+    ) -> float | None:  # fmt: skip
         folder = Path(tempfile.mkdtemp(dir=self.work))
         cache = Path(tempfile.mkdtemp(dir=self.work)) if cold else self.caches[build]
         config = streams_bench.write_config(
-            folder, self.clip, 16, "8", True, queue_size=8,
+            folder, self.clip, count, shards, True, queue_size=8,
             backend_extra=torch_table(site, cache), loop=True, torch_pre=has_torch_pre(site),
+            hwaccel="nvdec" if nvdec and has_nvdec(site) else None,
         )  # fmt: skip
         result = streams_bench.run_pipeline(
             folder, config, extra_env={"PYTHONPATH": site}, max_frames=frames
@@ -127,8 +141,32 @@ class Headline:
         if "error" in result:
             raise RuntimeError(result["error"][-400:])
         print(f"  events sink over its span: {result['stage_fps']['events']}; shards' "
-              f"inference rates summed: {result['infer_steady_fps']}", flush=True)  # fmt: skip
+              f"inference rates summed: {result['infer_steady_fps']}; decoders "
+              f"{result['decoders']}; CPU {result['steady_cpu_busy_pct']}% busy; GPU "
+              f"{result.get('gpu_util_mean_pct')}% busy", flush=True)  # fmt: skip
         return result["steady_fps"]
+
+    def same_detections(self, site: str) -> dict[str, Any]:
+        """The 1080p clip once through one stream decoded in software, once on NVDEC: each
+        frame's detections (count, class, box corners), compared."""
+        runs = {}
+        for name, nvdec in (("software", False), ("nvdec", True)):
+            folder = Path(tempfile.mkdtemp(dir=self.work))
+            config = streams_bench.write_config(
+                folder, self.clip, 1, "1", True, queue_size=8,
+                backend_extra=torch_table(site, self.caches["build"]), torch_pre=True,
+                hwaccel="nvdec" if nvdec else None,
+            )  # fmt: skip
+            result = streams_bench.run_pipeline(folder, config, extra_env={"PYTHONPATH": site})
+            if "error" in result:
+                raise RuntimeError(result["error"][-400:])
+            events = (folder / "out/events.jsonl").read_text().splitlines()
+            frames = [json.loads(line) for line in events]
+            runs[name] = {e["seq"]: e["detections"] for e in frames if "detections" in e}
+            runs[name + "_decoders"] = result["decoders"]
+        return compare_detections(runs["software"], runs["nvdec"]) | {
+            "decoders": {"software": runs["software_decoders"], "nvdec": runs["nvdec_decoders"]}
+        }
 
     def start(self, build: str, site: str, *, streams: int, shards: int, cold: bool) -> float:
         folder = Path(tempfile.mkdtemp(dir=self.work))
@@ -159,6 +197,14 @@ class Headline:
             self.streams(build, site, cold=False, frames=50)
         cases: dict[str, Callable[[str, str], float | None]] = {
             "streams16_shards8_fps": lambda b, s: self.streams(b, s, cold=False),
+            # NVDEC in the build; software in a baseline without it (5ba6359).
+            "streams16_nvdec_fps": lambda b, s: self.streams(b, s, cold=False, nvdec=True),
+            "streams16_nvdec_shards4_fps": lambda b, s: (
+                self.streams(b, s, cold=False, nvdec=True, shards="4") if b == "build" else None
+            ),
+            "streams32_nvdec_fps": lambda b, s: self.streams(
+                b, s, cold=False, nvdec=True, count=32
+            ),
             # The same for either build (PYTHONPATH is not read): a machine-drift check
             # and the ceiling the 16-stream cases sit under.
             "decode16_ceiling_fps": lambda b, s: decode_ceiling.decode_ceiling(
@@ -173,6 +219,9 @@ class Headline:
         for name, measure in cases.items():
             if only is None or name in only:
                 self.case(name, measure)
+        if only is None or "nvdec_same_detections" in only:
+            self.report["nvdec_same_detections"] = self.same_detections(self.builds["build"])
+            self.save()
 
     # CPU cases
     def cpu(self, only: set[str] | None) -> None:
@@ -197,6 +246,28 @@ class Headline:
             if only is None or name in only:
                 self.case(name, lambda b, s, c=config: compare_builds.run_once(
                     Path(s), c, [], sys.executable)["fps"])  # fmt: skip
+
+
+def compare_detections(first: dict[int, list], second: dict[int, list]) -> dict[str, Any]:
+    """Frames whose detections differ in count or class, and the largest difference of a box
+    corner (pixels) between the two runs' detections, matched in their written order."""
+    counts_differ = [seq for seq in first if len(first[seq]) != len(second.get(seq, []))]
+    worst = 0.0
+    classes_differ = 0
+    for seq, boxes in first.items():
+        if seq in counts_differ:
+            continue
+        for a, b in zip(boxes, second[seq], strict=True):
+            classes_differ += a["class_id"] != b["class_id"]
+            worst = max([worst, *(abs(p - q) for p, q in zip(a["xyxy"], b["xyxy"], strict=True))])
+    return {
+        "frames": len(first),
+        "frames_compared": len(second),
+        "frames_with_other_counts": len(counts_differ) + abs(len(first) - len(second)),
+        "classes_differ": classes_differ,
+        "max_corner_diff_px": round(worst, 3),
+        "detections": sum(len(v) for v in first.values()),
+    }
 
 
 def _median(values: list[float | None]) -> float | None:

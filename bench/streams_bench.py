@@ -112,9 +112,12 @@ def write_config(
     video_preset: str | None = None,
     video_threads: int | None = None,
     loop: bool = False,
+    hwaccel: str | None = None,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else "loop = true\n" if loop else ""
+    if hwaccel is not None:
+        pacing += f'hwaccel = "{hwaccel}"\n'
     if decode_threads is not None:
         pacing += f"decode_threads = {decode_threads}\n"
     sources = "".join(
@@ -211,6 +214,7 @@ def run_pipeline(
     else:
         sources = [st for st in stages.values() if "uri" in st]
     result["decode_threads"] = sorted({str(st.get("decode_threads")) for st in sources})
+    result["decoders"] = sorted({str(st.get("decoder")) for st in sources})
     result["frames_as_yuv420"] = sum(st.get("frames_as_yuv420") or 0 for st in sources)
     result["decode_on_device"] = "head decode and NMS on" in stderr
     result["head_decode"] = stages["det"].get("head_decode")
