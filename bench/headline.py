@@ -196,19 +196,19 @@ class Headline:
             # it, the first "warm" 16x8 run was a cold one.
             self.streams(build, site, cold=False, frames=50)
         cases: dict[str, Callable[[str, str], float | None]] = {
-            "streams16_shards8_fps": lambda b, s: self.streams(b, s, cold=False),
             # NVDEC in the build; software in a baseline without it (5ba6359).
             "streams16_nvdec_fps": lambda b, s: self.streams(b, s, cold=False, nvdec=True),
+            "streams16_shards8_fps": lambda b, s: self.streams(b, s, cold=False),
+            # The same for either build (PYTHONPATH is not read): a machine-drift check
+            # and the ceiling the 16-stream cases sit under.
+            "decode16_ceiling_fps": lambda b, s: decode_ceiling.decode_ceiling(
+                self.clip, 16, 8, LOOPED_FRAMES
+            ),
             "streams16_nvdec_shards4_fps": lambda b, s: (
                 self.streams(b, s, cold=False, nvdec=True, shards="4") if b == "build" else None
             ),
             "streams32_nvdec_fps": lambda b, s: self.streams(
                 b, s, cold=False, nvdec=True, count=32
-            ),
-            # The same for either build (PYTHONPATH is not read): a machine-drift check
-            # and the ceiling the 16-stream cases sit under.
-            "decode16_ceiling_fps": lambda b, s: decode_ceiling.decode_ceiling(
-                self.clip, 16, 8, LOOPED_FRAMES
             ),
             "start1_warm_s": lambda b, s: self.start(b, s, streams=1, shards=1, cold=False),
             "start16_warm_s": lambda b, s: self.start(b, s, streams=16, shards=8, cold=False),

@@ -41,7 +41,13 @@ class Backend(Protocol):
 
     def refuses(self, video: Any) -> str | None: ...
 
-    def open(self, video: Any) -> StreamDecoder: ...
+    def open(self, video: Any) -> DeviceStream: ...
+
+
+class DeviceStream(StreamDecoder, Protocol):
+    def restart(self, video: Any) -> bool:
+        """Takes a new session of the same source; False where it cannot (another codec)."""
+        ...
 
 
 BACKENDS: dict[str, Callable[[int], Backend]] = {"nvdec": NvdecBackend}
@@ -71,11 +77,13 @@ class ProbingDecoder:
         video: Any,
         auto_rotate: bool,
         on_refusal: Callable[[str], None],
+        previous: DeviceStream | None = None,
     ) -> None:
         self.name, self.backend, self.video = name, backend, video
+        self.previous = previous  # the source's decoder of an earlier session, to reuse
         self.auto_rotate, self.on_refusal = auto_rotate, on_refusal
         self.held: list[Any] | None = []  # the packets decoded in software so far
-        self.device: StreamDecoder | None = None
+        self.device: DeviceStream | None = None
         self.resume_at_keyframe = False
 
     @property
@@ -111,7 +119,9 @@ class ProbingDecoder:
             self._refuse("its pictures are not plain 4:2:0 BT.601 (colours or rotation)")
             return pictures
         try:
-            device = self.backend.open(self.video)
+            device = self.previous
+            if device is None or not device.restart(self.video):
+                device = self.backend.open(self.video)
             decoded = [picture for early in held for picture in device.decode(early)]
         except DeviceDecoderUnavailable as exc:
             self._refuse(str(exc))
@@ -146,13 +156,15 @@ class DecoderChoice:
         return "software" + (f" ({self.refused})" if self.refused else "")
 
     def for_session(self, video: Any) -> StreamDecoder:
+        last = self.current
+        previous = last.device if isinstance(last, ProbingDecoder) else None
         self.current = SOFTWARE
         backend = self._backend()
         if backend is not None:
             reason = backend.refuses(video)
             if reason is None:
                 self.current = ProbingDecoder(
-                    self.name, backend, video, self.auto_rotate, self._refusal
+                    self.name, backend, video, self.auto_rotate, self._refusal, previous
                 )
             else:
                 self._refusal(reason)
@@ -181,6 +193,4 @@ class DecoderChoice:
             return
         self._told.add(reason)
         level = logging.INFO if self.auto else logging.WARNING
-        log.log(
-            level, "%s: decoding in software (%s)", self.name, reason
-        )
+        log.log(level, "%s: decoding in software (%s)", self.name, reason)

@@ -95,21 +95,32 @@ class NvdecStream:
 
     def __init__(self, backend: NvdecBackend, video: Any) -> None:
         nvc, torch = backend.nvc, backend.torch
-        codec = video.codec_context.name
+        self.codec = video.codec_context.name
         self.torch, self.nvc, self.device = torch, nvc, backend.device
-        self.time_base = video.time_base
-        self.annexb = av.BitStreamFilterContext(ANNEX_B[codec], video)
         try:
             self.decoder = nvc.CreateDecoder(
                 gpuid=backend.gpu,
-                codec=getattr(nvc.cudaVideoCodec, CODECS[codec]),
+                codec=getattr(nvc.cudaVideoCodec, CODECS[self.codec]),
                 usedevicememory=True,
             )
         except Exception as exc:  # the library's own exception types
             raise DeviceDecoderUnavailable(f"NVDEC refused the stream: {exc}") from None
         self.on_gpu = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
+        self.restart(video)
+
+    def restart(self, video: Any) -> bool:
+        """Takes the packets of a new session of the source (a reconnect, a looped file's next
+        pass) on the same decoder, if the codec is the same: a decoder takes a stream again
+        after its end, and making one is slow (measured on the H100 machine: some 290 ms to
+        create, start and destroy one; a looped 10 s clip paid that every pass, per stream,
+        holding up its whole shard)."""
+        if video.codec_context.name != self.codec:
+            return False
+        self.time_base = video.time_base
+        self.annexb = av.BitStreamFilterContext(ANNEX_B[self.codec], video)
         self.ended = False
+        return True
 
     def decode(self, packet: Any) -> list[DeviceNV12]:
         """Pictures completed by this packet; the demuxer's closing empty packet drains the

@@ -52,6 +52,10 @@ def test_nvdec_frames_give_the_software_paths_events_and_video(
     ]
     assert sum(len(e["detections"]) for e in frames) > FRAMES  # people were found
     assert device["stats"]["stages"]["cam"]["decoder"] == "nvdec"
+    # The drawn pictures were downloaded from the device: the same pictures, encoded (x264's
+    # threads may round a macroblock differently from run to run, so within a small error;
+    # a neighbouring frame of this clip differs by several levels on average).
     with av.open(str(device["video"])) as one, av.open(str(software["video"])) as other:
         pairs = zip(one.decode(video=0), other.decode(video=0), strict=True)
-        assert all(np.array_equal(a.to_ndarray(), b.to_ndarray()) for a, b in pairs)
+        errors = [np.abs(a.to_ndarray().astype(int) - b.to_ndarray()).mean() for a, b in pairs]
+    assert len(errors) == FRAMES and max(errors) < 0.5, max(errors)

@@ -49,8 +49,9 @@ class Decoder:
         self.packets += 1
         if self.fail_after is not None and self.packets > self.fail_after:
             raise RuntimeError("CUDA_ERROR_LAUNCH_FAILED")
-        if packet.bsl == 0:
+        if packet.bsl == 0:  # end of stream: drained, then ready for a stream again
             frames = self.context.decode(None)
+            self.context.flush_buffers()
         else:
             data = ctypes.string_at(packet.bsl_data, packet.bsl)
             message = av.Packet(data)
