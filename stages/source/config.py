@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.source.backoff import ReconnectConfig
 
-DEVICE_DECODERS = ("auto", "nvdec")
+DEVICE_DECODERS = ("auto", "nvdec", "rocdecode")
 """``hwaccel`` values decoded by this project into GPU memory (stages/source/hardware.py),
 not by FFmpeg."""
 
@@ -66,15 +66,16 @@ class SourceConfig(StageConfig):
     hwaccel: str | None = None
     """Decode on a GPU. ``nvdec``: NVIDIA's video decoders, pictures left in GPU memory for a
     torch preprocess node (``pip install 'vapipe[nvdec]'``; H.264 and HEVC, 8-bit 4:2:0);
-    ``auto``: that where it works, else software, with a log line saying why. A stream the
+    ``rocdecode``: AMD's, through ROCm's rocPyDecode (not yet run on AMD hardware); ``auto``:
+    the first of those that works, else software, with a log line saying why. A stream the
     hardware does not take (codec, size, colours, rotation) decodes in software alone. Or an
     FFmpeg device type (``cuda``, ``vaapi``, ``qsv``, ``amf``, ``d3d11va``, ``videotoolbox``;
     ``run-pipeline doctor`` lists this build's), whose frames come back to host memory:
     experimental, slower than software decoding on a 16-core host (docs/performance.md).
     ``vaapi`` beside a model on MIGraphX is refused: their two LLVMs abort in one process."""
     hwaccel_device: str | None = None
-    """Which device for ``hwaccel``: a GPU index (``"1"``; ``nvdec`` takes only an index) or a
-    render node (``/dev/dri/renderD128``); default: the first."""
+    """Which device for ``hwaccel``: a GPU index (``"1"``; ``nvdec`` and ``rocdecode`` take only
+    an index) or a render node (``/dev/dri/renderD128``); default: the first."""
 
     options: dict[str, str] = Field(default_factory=dict)
     """Extra FFmpeg demuxer options, passed to ``av.open``."""
@@ -93,8 +94,8 @@ class SourceConfig(StageConfig):
         known = hwdevices_available()
         if value not in known:
             raise ValueError(
-                f"'{value}' is neither {' nor '.join(DEVICE_DECODERS)} nor a device type of this "
-                f"FFmpeg build; it has: {', '.join(known) or 'none'}"
+                f"'{value}' is not {', '.join(DEVICE_DECODERS)} or a device type of this FFmpeg "
+                f"build; it has: {', '.join(known) or 'none'}"
             )
         return value
 

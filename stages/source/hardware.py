@@ -9,9 +9,9 @@ first packet: the packets are decoded in software until the first picture comes 
 picture is checked with the software path's own test (``opening.plain_i420``), and the same
 packets then go to the hardware decoder, which decodes the stream from its start.
 
-Backends (``BACKENDS``) are the vendor libraries; this module knows none of them. AMD's
-(rocDecode through rocPyDecode) is designed in docs/design/hardware-decode.md and plugs in
-here with the same three calls: ``refuses(stream)``, ``open(stream)``, ``decode(packet)``.
+Backends (``BACKENDS``) are the vendor libraries (NVIDIA's PyNvVideoCodec in nvdec.py, AMD's
+rocPyDecode in rocdecode.py); this module knows none of them, only their calls:
+``refuses(stream)``, ``open(stream)``, and the stream's ``decode(packet)`` and ``restart``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vapipe.stages.source.config import SourceConfig
-from vapipe.stages.source.nvdec import DeviceDecoderUnavailable, NvdecBackend
+from vapipe.stages.source.device_stream import DeviceDecoderUnavailable
+from vapipe.stages.source.nvdec import NvdecBackend
 from vapipe.stages.source.opening import plain_i420
+from vapipe.stages.source.rocdecode import RocdecodeBackend
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,10 @@ class DeviceStream(StreamDecoder, Protocol):
         ...
 
 
-BACKENDS: dict[str, Callable[[int], Backend]] = {"nvdec": NvdecBackend}
+BACKENDS: dict[str, Callable[[int], Backend]] = {
+    "nvdec": NvdecBackend,
+    "rocdecode": RocdecodeBackend,
+}
 """``hwaccel`` values this project decodes with itself (not FFmpeg's device types), in the
 order ``auto`` tries them."""
 

@@ -16,36 +16,27 @@ import logging
 from contextlib import nullcontext
 from typing import Any
 
-import av
 import numpy as np
 
 from vapipe.pipeline.device_picture import DeviceNV12
+from vapipe.stages.source.device_stream import (
+    NO_PTS,
+    AnnexBStream,
+    DeviceDecoderUnavailable,
+    cuda_device,
+    packet_pts,
+    stream_refusal,
+)
 
 log = logging.getLogger(__name__)
 
 CODECS = {"h264": "H264", "hevc": "HEVC"}
 """FFmpeg's codec name -> PyNvVideoCodec's ``cudaVideoCodec`` member, for the codecs whose
 8-bit 4:2:0 pictures every NVDEC generation since Maxwell decodes."""
-ANNEX_B = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
 LIMITS = {"h264": (4096, 4096), "hevc": (8192, 8192)}
 """Largest coded (width, height) NVDEC takes per codec (Turing and later; NVIDIA's decoder
 support matrix). Larger streams decode in software."""
 MIN_SIZE = (48, 16)
-NO_PTS = -1
-"""The timestamp handed to the decoder for a packet without one (a raw elementary stream)."""
-
-
-class DeviceDecoderUnavailable(Exception):
-    """Why a hardware decoder cannot be used here or for this stream (one line)."""
-
-
-def cuda_device(torch: Any, gpu: int) -> Any:
-    """The torch device the pictures go to: the CUDA (on AMD, HIP) GPU ``gpu``."""
-    if not torch.cuda.is_available():
-        raise DeviceDecoderUnavailable("torch sees no CUDA GPU")
-    if gpu >= torch.cuda.device_count():
-        raise DeviceDecoderUnavailable(f"no GPU {gpu} (torch sees {torch.cuda.device_count()})")
-    return torch.device("cuda", gpu)
 
 
 class NvdecBackend:
@@ -74,10 +65,9 @@ class NvdecBackend:
         (``hardware.ProbingDecoder``)."""
         context = video.codec_context
         codec = context.name
-        if codec not in CODECS:
-            return f"NVDEC is not used for {codec} here (H.264 and HEVC only)"
-        if context.pix_fmt not in (None, "yuv420p"):
-            return f"{context.pix_fmt} pictures (NVDEC is used for 8-bit 4:2:0 only)"
+        refused = stream_refusal("NVDEC", video, CODECS)
+        if refused is not None:
+            return refused
         width, height = context.width, context.height
         most = LIMITS[codec]
         if width > most[0] or height > most[1] or width < MIN_SIZE[0] or height < MIN_SIZE[1]:
@@ -88,10 +78,9 @@ class NvdecBackend:
         return NvdecStream(self, video)
 
 
-class NvdecStream:
-    """One stream's decoder: ``decode(packet)`` gives the pictures that packet completed, in
-    display order, each copied out of the decoder's surface pool into a tensor of its own (the
-    pool's surfaces are reused by later packets) on a stream of its own."""
+class NvdecStream(AnnexBStream):
+    """One stream's NVDEC decoder; each picture is copied out of the decoder's surface pool
+    (which later packets write over) into a tensor of its own, on a stream of its own."""
 
     def __init__(self, backend: NvdecBackend, video: Any) -> None:
         nvc, torch = backend.nvc, backend.torch
@@ -109,37 +98,12 @@ class NvdecStream:
         self.stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
         self.restart(video)
 
-    def restart(self, video: Any) -> bool:
-        """Takes the packets of a new session of the source (a reconnect, a looped file's next
-        pass) on the same decoder, if the codec is the same: a decoder takes a stream again
-        after its end, and making one is slow (measured on the H100 machine: some 290 ms to
-        create, start and destroy one; a looped 10 s clip paid that every pass, per stream,
-        holding up its whole shard)."""
-        if video.codec_context.name != self.codec:
-            return False
-        self.time_base = video.time_base
-        self.annexb = av.BitStreamFilterContext(ANNEX_B[self.codec], video)
-        self.ended = False
-        return True
-
-    def decode(self, packet: Any) -> list[DeviceNV12]:
-        """Pictures completed by this packet; the demuxer's closing empty packet drains the
-        decoder (after it, the stream decodes no more)."""
-        if self.ended:
-            return []
-        if packet.size == 0:  # end of the stream: what the filter and the decoder hold
-            pictures = [p for f in self.annexb.filter(None) for p in self._feed(f)]
-            self.ended = True
-            return pictures + self._feed(None)
-        return [p for f in self.annexb.filter(packet) for p in self._feed(f)]
-
     def _feed(self, packet: Any) -> list[DeviceNV12]:
         data = np.frombuffer(packet, np.uint8) if packet is not None else None
         message = self.nvc.PacketData()
         if data is not None and data.size:
             message.bsl_data, message.bsl = data.ctypes.data, data.size
-            pts = packet.pts if packet.pts is not None else packet.dts
-            message.pts = NO_PTS if pts is None else pts
+            message.pts = packet_pts(packet)
         else:  # an empty packet: the decoder's end of stream
             message.bsl_data, message.bsl = 0, 0
         decoded = self.decoder.Decode(message)

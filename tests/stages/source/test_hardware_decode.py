@@ -10,6 +10,7 @@ import logging
 import sys
 from fractions import Fraction
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import av
@@ -17,11 +18,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
-from tests.fakes import pynvvideocodec
+from tests.fakes import pynvvideocodec, rocpydecode
 from vapipe.pipeline.device_picture import DeviceNV12, i420_to_nv12, nv12_to_i420
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.source import nvdec
+from vapipe.stages.source import nvdec, rocdecode
 from vapipe.stages.source.config import SourceConfig
 from vapipe.stages.source.stage import VideoSource
 
@@ -242,7 +243,7 @@ def test_hwaccel_device_for_nvdec_is_a_gpu_index() -> None:
     assert SourceConfig(uri="a.mp4", hwaccel="nvdec", hwaccel_device="1").hwaccel_device == "1"
     with pytest.raises(ValueError, match="hwaccel_device: nvdec takes a GPU index"):
         SourceConfig(uri="a.mp4", hwaccel="nvdec", hwaccel_device="/dev/dri/renderD128")
-    with pytest.raises(ValueError, match="'nvdecc' is neither auto nor nvdec nor a device type"):
+    with pytest.raises(ValueError, match="'nvdecc' is not auto, nvdec, rocdecode or a device type"):
         SourceConfig(uri="a.mp4", hwaccel="nvdecc")
     assert ConfigError  # the loader turns these into one-line config errors (test_config.py)
 
@@ -261,3 +262,53 @@ def test_nv12_and_i420_are_the_same_picture() -> None:
     out = np.zeros(144, np.uint8)
     picture.copy_into(out)
     assert np.array_equal(out, i420.ravel())
+
+
+@pytest.fixture
+def fake_rocdecode(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """rocPyDecode's stand-in, pictures on torch's CPU device; NVIDIA's library absent."""
+    created: list[Any] = []
+    package = ModuleType("pyRocVideoDecode")
+    package.decoder = rocpydecode.module(created)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyRocVideoDecode", package)
+    monkeypatch.setitem(sys.modules, "pyRocVideoDecode.decoder", package.decoder)
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)
+    monkeypatch.setattr(rocdecode, "rocm_device", lambda torch, gpu: torch.device("cpu"))
+    return created
+
+
+def test_rocdecode_frames_are_the_software_frames_read_past_the_surface_pitch(
+    fake_rocdecode: list[Any],
+) -> None:
+    """VCN surfaces are wider than the picture and padded below the luma: the NV12 tensor
+    holds the picture alone, copied before the surface goes back."""
+    uri = str(asset("media", "people.mp4"))
+    _, expected = read(uri)
+    source, frames = read(uri, hwaccel="rocdecode", loop=False)
+    assert len(frames) == len(expected) and len(fake_rocdecode) == 1
+    assert all(isinstance(frame.i420(), DeviceNV12) for frame in frames)
+    assert frames[0].i420().shape == (450 * 3 // 2, 800)
+    assert [f.pts for f in frames] == [f.pts for f in expected]
+    for index in (0, 1, 90, len(frames) - 1):
+        assert np.array_equal(frames[index].yuv, expected[index].yuv), index
+    assert source.stats()["decoder"] == "rocdecode"
+
+
+def test_auto_takes_rocdecode_where_nvidias_library_is_missing(
+    fake_rocdecode: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    uri = str(asset("media", "people.mp4"))
+    with caplog.at_level(logging.INFO, logger="vapipe.stages.source.hardware"):
+        source, frames = read(uri, hwaccel="auto")
+    assert isinstance(frames[5].i420(), DeviceNV12) and len(fake_rocdecode) == 1
+    assert source.stats()["decoder"] == "rocdecode"
+    assert any("decoding on rocdecode on cpu" in r.getMessage() for r in caplog.records)
+
+
+def test_rocdecode_needs_a_rocm_build_of_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    with pytest.raises(nvdec.DeviceDecoderUnavailable, match="not a ROCm build"):
+        rocdecode.rocm_device(torch, 0)
+    monkeypatch.setattr(torch.version, "hip", "7.2.3", raising=False)
+    with pytest.raises(nvdec.DeviceDecoderUnavailable, match="torch sees no CUDA GPU"):
+        rocdecode.rocm_device(torch, 0)

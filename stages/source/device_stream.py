@@ -1,0 +1,82 @@
+"""What every GPU video decoder of this project shares, whichever vendor's library runs it:
+the checks made before a stream goes to one, and the Annex B feeding of PyAV's packets with the
+session restarts (stages/source/nvdec.py for NVIDIA, rocdecode.py for AMD)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import av
+
+from vapipe.pipeline.device_picture import DeviceNV12
+
+ANNEX_B = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
+"""FFmpeg's filters that make MP4/MKV packets Annex B (start codes, parameter sets in band), as
+the vendors' parsers take them; a stream already in Annex B (RTSP) passes through unchanged."""
+NO_PTS = -1
+"""The timestamp handed to a decoder for a packet without one (a raw elementary stream)."""
+
+
+class DeviceDecoderUnavailable(Exception):
+    """Why a hardware decoder cannot be used here or for this stream (one line)."""
+
+
+def cuda_device(torch: Any, gpu: int) -> Any:
+    """The torch device the pictures go to: GPU ``gpu`` (torch's ROCm builds call AMD's GPUs
+    ``cuda`` too)."""
+    if not torch.cuda.is_available():
+        raise DeviceDecoderUnavailable("torch sees no CUDA GPU")
+    if gpu >= torch.cuda.device_count():
+        raise DeviceDecoderUnavailable(f"no GPU {gpu} (torch sees {torch.cuda.device_count()})")
+    return torch.device("cuda", gpu)
+
+
+def stream_refusal(engine: str, video: Any, codecs: dict[str, Any]) -> str | None:
+    """Why ``engine`` is not given this stream (codec, bit depth), None when it is."""
+    context = video.codec_context
+    if context.name not in codecs:
+        return f"{engine} is not used for {context.name} here (H.264 and HEVC only)"
+    if context.pix_fmt not in (None, "yuv420p"):
+        return f"{context.pix_fmt} pictures ({engine} is used for 8-bit 4:2:0 only)"
+    return None
+
+
+class AnnexBStream(ABC):
+    """One stream's hardware decoder fed PyAV's packets: ``decode(packet)`` gives the
+    pictures that packet completed, in display order; the demuxer's closing empty packet
+    drains the decoder; ``restart`` takes the next session of the same source (a reconnect, a
+    looped file's next pass) on the same decoder, which takes a stream again after its end."""
+
+    codec: str
+    time_base: Any
+
+    def restart(self, video: Any) -> bool:
+        """False where the new session is of another codec (then a new decoder is made).
+        Making a decoder is slow: on the H100 machine some 290 ms to create, start and destroy
+        an NVDEC one; a looped 10 s clip paid that every pass, per stream, holding up its
+        whole shard (bench/results/streams/variants_nvdec.json)."""
+        if video.codec_context.name != self.codec:
+            return False
+        self.time_base = video.time_base
+        self.annexb = av.BitStreamFilterContext(ANNEX_B[self.codec], video)
+        self.ended = False
+        return True
+
+    def decode(self, packet: Any) -> list[DeviceNV12]:
+        if self.ended:
+            return []
+        if packet.size == 0:  # end of the stream: what the filter and the decoder hold
+            pictures = [p for f in self.annexb.filter(None) for p in self._feed(f)]
+            self.ended = True
+            return pictures + self._feed(None)
+        return [p for f in self.annexb.filter(packet) for p in self._feed(f)]
+
+    @abstractmethod
+    def _feed(self, packet: Any) -> list[DeviceNV12]:
+        """The pictures a filtered packet (None: the end of the stream) completed."""
+
+
+def packet_pts(packet: Any) -> int:
+    pts = packet.pts if packet.pts is not None else packet.dts
+    return NO_PTS if pts is None else int(pts)
