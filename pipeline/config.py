@@ -65,7 +65,8 @@ class PipelineSettings(BaseModel):
     shards: int | str = 1
     """Worker processes the sources are split across, each running the graph (its own
     detector) on its share, past the GIL; events are merged here. ``"auto"``: one per 2 CPU
-    cores, at most one per source. 1: everything in this process."""
+    cores (per 4 where every source decodes on a GPU: ``hwaccel = "nvdec"``, ``"rocdecode"``
+    or ``"auto"``), at most one per source. 1: everything in this process."""
     devices: list[str] = Field(default_factory=list)
     """GPUs for the shards in turn (``["0", "1"]``: shard 0 on GPU 0, shard 1 on GPU 1, ...),
     as ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``; empty: every shard sees them all."""

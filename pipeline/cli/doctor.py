@@ -35,6 +35,7 @@ def report(out: Callable[[str], None] = print, root: Path = Path("/")) -> int:
     _onnxruntime(out)
     _opencl(out)
     _pyav(out)
+    _device_decoders(out)
     _torch(out)
     _plugins(out)
     return 0
@@ -200,6 +201,25 @@ def _opens(codec: str) -> str | None:
 
     error = open_error(codec)
     return None if error is None else f"does not open: {codec} {error}"
+
+
+def _device_decoders(out: Callable[[str], None]) -> None:
+    """The GPU video decoders a source can decode into GPU memory with, in the order
+    ``hwaccel = "auto"`` tries them, and why any cannot be used here."""
+    from vapipe.stages.source.device_stream import DeviceDecoderUnavailable
+    from vapipe.stages.source.hardware import BACKENDS
+
+    out('\nGPU video decoders, pictures kept on the GPU (source hwaccel = "auto" tries in order)')
+    chosen = None
+    for name, backend in BACKENDS.items():
+        try:
+            opened = backend(0)
+        except DeviceDecoderUnavailable as exc:
+            out(f"  {name}: not here ({exc})")
+            continue
+        chosen = chosen or name
+        out(f"  {name}: {opened.describe()}; {opened.takes()}")
+    out(f'  hwaccel = "auto" decodes on: {chosen or "the CPU (software)"}')
 
 
 def _torch(out: Callable[[str], None]) -> None:

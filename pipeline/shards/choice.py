@@ -12,6 +12,7 @@ from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.runner import Runner
 from vapipe.pipeline.shards.plan import shard_count
 from vapipe.pipeline.shards.supervisor import ShardRunner
+from vapipe.stages.source.config import DEVICE_DECODERS
 
 
 def runner_for(
@@ -25,7 +26,12 @@ def runner_for(
 ) -> Runner | ShardRunner:
     """The runner of ``graph``. A shard re-reads the config's text with ``overrides``; a
     cluster that cannot be reached raises :class:`ConfigError`."""
-    shards = shard_count(spec.settings.shards, len(graph.sources))
+    # hwaccel "auto" counts: where no GPU decoder works, the log says so and why.
+    gpu_decoded = bool(graph.sources) and all(
+        getattr(graph.nodes[name].config, "hwaccel", None) in DEVICE_DECODERS
+        for name in graph.sources
+    )
+    shards = shard_count(spec.settings.shards, len(graph.sources), gpu_decoded=gpu_decoded)
     options: dict[str, Any] = {
         "overrides": tuple(overrides),
         "max_frames": max_frames,

@@ -13,13 +13,24 @@ from __future__ import annotations
 import os
 
 CORES_PER_SHARD = 2  # measured: 16 x 1080p on 16 cores, 8 shards beat 4 by 1.4x
+CORES_PER_SHARD_GPU_DECODED = 4
+"""With every source on a GPU's video decoder the cores no longer decode, and each shard is one
+more CUDA context the GPU time-slices: measured on the H100 machine, 16 x 1080p on NVDEC in 4
+shards 2,067 frames/s, in 8 shards 1,677 (bench/results/headline.json, "nvdec")."""
 
 
-def shard_count(setting: int | str, sources: int | None = None, cpus: int | None = None) -> int:
-    """Shards to start: the setting, ``"auto"`` as one per 2 cores, never more than
-    ``sources`` (a service, whose streams come later, gives none)."""
+def shard_count(
+    setting: int | str,
+    sources: int | None = None,
+    cpus: int | None = None,
+    gpu_decoded: bool = False,
+) -> int:
+    """Shards to start: the setting, ``"auto"`` as one per 2 cores (per 4 where every source
+    decodes on a GPU), never more than ``sources`` (a service, whose streams come later, gives
+    none)."""
     if setting == "auto":
-        wanted = max(1, (cpus or os.cpu_count() or 1) // CORES_PER_SHARD)
+        per_shard = CORES_PER_SHARD_GPU_DECODED if gpu_decoded else CORES_PER_SHARD
+        wanted = max(1, (cpus or os.cpu_count() or 1) // per_shard)
     else:
         wanted = int(setting)
     return max(1, min(wanted, sources if sources is not None else wanted))

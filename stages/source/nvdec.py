@@ -59,6 +59,11 @@ class NvdecBackend:
     def describe(self) -> str:
         return f"nvdec on {self.device} (PyNvVideoCodec {getattr(self.nvc, '__version__', '?')})"
 
+    def takes(self) -> str:
+        """The streams it is given, for ``doctor``."""
+        sizes = ", ".join(f"{codec} up to {w}x{h}" for codec, (w, h) in LIMITS.items())
+        return f"8-bit 4:2:0 {sizes}"
+
     def refuses(self, video: Any) -> str | None:
         """Why this stream cannot go to NVDEC (codec, bit depth, size), None when it can.
         What the stream's first picture says (colours, rotation) is checked on that picture

@@ -55,13 +55,17 @@ class RocdecodeBackend:
             import torch
         except ImportError as exc:  # pragma: no cover - the message is the test
             raise DeviceDecoderUnavailable(
-                f"{exc.name} is not installed (ROCm's rocpydecode package)"
+                f"{(exc.name or '').split('.')[0]} is not installed (ROCm's rocpydecode package)"
             ) from None
         self.rocdec, self.torch, self.gpu = rocdec, torch, gpu
         self.device = rocm_device(torch, gpu)
 
     def describe(self) -> str:
         return f"rocdecode on {self.device} (VCN)"
+
+    def takes(self) -> str:
+        """The streams it is given, for ``doctor``."""
+        return f"8-bit 4:2:0 {', '.join(CODECS)}, each stream asked of the GPU when it opens"
 
     def refuses(self, video: Any) -> str | None:
         return stream_refusal("rocDecode", video, CODECS)

@@ -58,6 +58,37 @@ def test_shard_count(setting: int | str, sources: int, cpus: int, expected: int)
     assert shard_count(setting, sources, cpus) == expected
 
 
+@pytest.mark.parametrize(
+    ("hwaccel", "expected"),
+    [(None, 8), ("nvdec", 4), ("rocdecode", 4), ("auto", 4), ("cuda", 8), ("mixed", 8)],
+)
+def test_auto_shards_are_fewer_where_every_source_decodes_on_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, hwaccel: str | None, expected: int
+) -> None:
+    """Per 4 cores, not 2, where no core decodes (measured on NVDEC: 4 shards beat 8); an
+    FFmpeg hwaccel (frames back to the host) or one source in software keeps 2."""
+    from vapipe.pipeline.graph import build
+    from vapipe.pipeline.shards.choice import runner_for
+    from vapipe.pipeline.shards.supervisor import ShardRunner
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    monkeypatch.setattr("vapipe.pipeline.shards.plan.os.cpu_count", lambda: 16)
+    sources = ""
+    for index in range(16):
+        line = f'hwaccel = "{hwaccel}"\n' if hwaccel not in (None, "mixed") else ""
+        if hwaccel == "mixed" and index:
+            line = 'hwaccel = "nvdec"\n'
+        sources += f'[nodes.cam{index}]\ntype = "source"\nuri = "a{index}.mp4"\n{line}\n'
+    links = ", ".join(f'"cam{index} ! events"' for index in range(16))
+    text = (
+        f'links = [{links}]\n[pipeline]\nshards = "auto"\n\n{sources}'
+        '[nodes.events]\ntype = "events"\npath = "out/e.jsonl"\n'
+    )
+    spec = parse(text, "shards.toml")
+    runner = runner_for(spec, build(spec))
+    assert isinstance(runner, ShardRunner) and len(runner._slots) == expected
+
+
 def test_partition_is_round_robin_and_covers_every_source_once() -> None:
     sources = [f"cam{i}" for i in range(7)]
     groups = partition(sources, 3)

@@ -312,3 +312,23 @@ def test_rocdecode_needs_a_rocm_build_of_torch(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(torch.version, "hip", "7.2.3", raising=False)
     with pytest.raises(nvdec.DeviceDecoderUnavailable, match="torch sees no CUDA GPU"):
         rocdecode.rocm_device(torch, 0)
+
+
+def test_doctor_lists_the_gpu_decoders_and_which_auto_takes(
+    fake_nvdec: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vapipe.pipeline.cli import doctor
+
+    monkeypatch.setitem(sys.modules, "pyRocVideoDecode", None)
+    lines: list[str] = []
+    doctor._device_decoders(lines.append)
+    assert lines[1:] == [
+        "  nvdec: nvdec on cpu (PyNvVideoCodec fake); 8-bit 4:2:0 h264 up to 4096x4096, hevc "
+        "up to 8192x8192",
+        "  rocdecode: not here (pyRocVideoDecode is not installed (ROCm's rocpydecode package))",
+        '  hwaccel = "auto" decodes on: nvdec',
+    ]
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)
+    lines.clear()
+    doctor._device_decoders(lines.append)
+    assert lines[-1] == '  hwaccel = "auto" decodes on: the CPU (software)'
