@@ -29,6 +29,19 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "tools/results"
 
 MODULES: dict[str, list[str]] = {
+    "stages/source/hardware.py": [
+        "tests/stages/source/test_hardware_decode.py",
+        "tests/pipeline/shards/test_shards.py",
+    ],
+    "stages/source/device_stream.py": ["tests/stages/source/test_hardware_decode.py"],
+    "stages/source/nvdec.py": ["tests/stages/source/test_hardware_decode.py"],
+    "stages/source/rocdecode.py": ["tests/stages/source/test_hardware_decode.py"],
+    "pipeline/device_picture.py": [
+        "tests/stages/source/test_hardware_decode.py",
+        "tests/stages/preprocess/test_torch_letterbox.py",
+    ],
+    "stages/preprocess/torch_letterbox.py": ["tests/stages/preprocess/test_torch_letterbox.py"],
+    "pipeline/shards/plan.py": ["tests/pipeline/shards/test_shards.py"],
     "stages/sinks/home_assistant.py": ["tests/stages/sinks/test_home_assistant.py"],
     "pipeline/amd_gpus.py": ["tests/pipeline/test_amd_gpus.py"],
     "pipeline/validation.py": [
