@@ -210,7 +210,10 @@ def test_hwaccel_without_the_device_decodes_in_software_with_a_warning(tmp_path:
 
 
 def test_an_unknown_hwaccel_is_a_config_error_listing_the_known_ones(tmp_path: Path) -> None:
-    result = cli(str(FILE_CONFIG), "--set", "cam.hwaccel=nvdec", cwd=tmp_path)
+    result = cli(str(FILE_CONFIG), "--set", "cam.hwaccel=nvidia", cwd=tmp_path)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
-    assert "key 'hwaccel': 'nvdec' is not a device type of this FFmpeg build; it has:" in last
+    assert (
+        "key 'hwaccel': 'nvidia' is not auto, nvdec, rocdecode or a device type of this FFmpeg "
+        "build; it has:" in last
+    )
