@@ -40,7 +40,6 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/source/test_hardware_decode.py",
         "tests/stages/preprocess/test_torch_letterbox.py",
     ],
-    "stages/preprocess/torch_letterbox.py": ["tests/stages/preprocess/test_torch_letterbox.py"],
     "pipeline/shards/plan.py": ["tests/pipeline/shards/test_shards.py"],
     "stages/sinks/home_assistant.py": ["tests/stages/sinks/test_home_assistant.py"],
     "pipeline/amd_gpus.py": ["tests/pipeline/test_amd_gpus.py"],
