@@ -5,6 +5,8 @@ session restarts (stages/source/nvdec.py for NVIDIA, rocdecode.py for AMD)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import av
@@ -50,6 +52,25 @@ class AnnexBStream(ABC):
 
     codec: str
     time_base: Any
+
+    def _copies_on(self, torch: Any, device: Any) -> None:
+        """Pictures are copied out of the decoder on a CUDA stream of this stream's own (none
+        on the CPU, where torch has no streams)."""
+        self.torch, self.device = torch, device
+        self.on_gpu = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device=device) if self.on_gpu else None
+
+    def _copied(self, copy: Callable[[], Any], pts: int) -> DeviceNV12:
+        """The picture ``copy()`` makes a tensor of its own of (out of the decoder's memory,
+        which later packets reuse), made on this stream, with the event a reader waits on."""
+        torch = self.torch
+        with torch.cuda.stream(self.stream) if self.on_gpu else nullcontext():
+            tensor = copy()
+            ready = None
+            if self.on_gpu:
+                ready = torch.cuda.Event()
+                ready.record(self.stream)
+        return DeviceNV12(tensor, ready, None if pts == NO_PTS else pts, self.time_base)
 
     def restart(self, video: Any) -> bool:
         """False where the new session is of another codec (then a new decoder is made).

@@ -12,23 +12,18 @@ FFmpeg's software decoding on all 16 cores).
 
 from __future__ import annotations
 
-import logging
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
 from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.stages.source.device_stream import (
-    NO_PTS,
     AnnexBStream,
     DeviceDecoderUnavailable,
     cuda_device,
     packet_pts,
     stream_refusal,
 )
-
-log = logging.getLogger(__name__)
 
 CODECS = {"h264": "H264", "hevc": "HEVC"}
 """FFmpeg's codec name -> PyNvVideoCodec's ``cudaVideoCodec`` member, for the codecs whose
@@ -88,9 +83,8 @@ class NvdecStream(AnnexBStream):
     (which later packets write over) into a tensor of its own, on a stream of its own."""
 
     def __init__(self, backend: NvdecBackend, video: Any) -> None:
-        nvc, torch = backend.nvc, backend.torch
+        nvc = self.nvc = backend.nvc
         self.codec = video.codec_context.name
-        self.torch, self.nvc, self.device = torch, nvc, backend.device
         try:
             self.decoder = nvc.CreateDecoder(
                 gpuid=backend.gpu,
@@ -99,8 +93,7 @@ class NvdecStream(AnnexBStream):
             )
         except Exception as exc:  # the library's own exception types
             raise DeviceDecoderUnavailable(f"NVDEC refused the stream: {exc}") from None
-        self.on_gpu = self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
+        self._copies_on(backend.torch, backend.device)
         self.restart(video)
 
     def _feed(self, packet: Any) -> list[DeviceNV12]:
@@ -116,12 +109,4 @@ class NvdecStream(AnnexBStream):
         return [self._picture(frame) for frame in decoded] if decoded else []
 
     def _picture(self, frame: Any) -> DeviceNV12:
-        torch = self.torch
-        pts = int(frame.getPTS())
-        with torch.cuda.stream(self.stream) if self.on_gpu else nullcontext():
-            tensor = torch.from_dlpack(frame).clone()
-            ready = None
-            if self.on_gpu:
-                ready = torch.cuda.Event()
-                ready.record(self.stream)
-        return DeviceNV12(tensor, ready, None if pts == NO_PTS else pts, self.time_base)
+        return self._copied(lambda: self.torch.from_dlpack(frame).clone(), int(frame.getPTS()))

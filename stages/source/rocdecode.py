@@ -12,14 +12,12 @@ says what to check on one.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
 from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.stages.source.device_stream import (
-    NO_PTS,
     AnnexBStream,
     DeviceDecoderUnavailable,
     cuda_device,
@@ -80,9 +78,8 @@ class RocdecodeStream(AnnexBStream):
     its own, and the surface handed back."""
 
     def __init__(self, backend: RocdecodeBackend, video: Any) -> None:
-        rocdec, torch = backend.rocdec, backend.torch
+        rocdec = self.rocdec = backend.rocdec
         self.codec = video.codec_context.name
-        self.rocdec, self.torch, self.device = rocdec, torch, backend.device
         codec_id = rocdec.GetRocDecCodecID(CODECS[self.codec])
         try:
             self.decoder = rocdec.decoder(
@@ -93,8 +90,7 @@ class RocdecodeStream(AnnexBStream):
             raise DeviceDecoderUnavailable(f"rocDecode refused the stream: {exc}") from None
         if not supported:
             raise DeviceDecoderUnavailable(f"this GPU's VCN does not decode 8-bit {self.codec}")
-        self.on_gpu = self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
+        self._copies_on(backend.torch, backend.device)
         self.restart(video)
 
     def _feed(self, packet: Any) -> list[DeviceNV12]:
@@ -107,15 +103,14 @@ class RocdecodeStream(AnnexBStream):
     def _picture(self, message: Any) -> DeviceNV12:
         torch = self.torch
         pts = int(self.decoder.GetFrameYuv(message, True))  # True: Y and UV apart
-        with torch.cuda.stream(self.stream) if self.on_gpu else nullcontext():
+
+        def copy() -> Any:  # one NV12 tensor, past the surface's pitch and padding rows
             luma = torch.from_dlpack(message.ext_buf[0].__dlpack__(message))
             chroma = torch.from_dlpack(message.ext_buf[1].__dlpack__(message))
-            tensor = torch.cat((luma, chroma))  # a copy: the surface goes back below
-            ready = None
-            if self.on_gpu:
-                ready = torch.cuda.Event()
-                ready.record(self.stream)
-        if ready is not None:
-            ready.synchronize()  # the copy is done before the decoder may reuse the surface
+            return torch.cat((luma, chroma))
+
+        picture = self._copied(copy, pts)
+        if picture.ready is not None:
+            picture.ready.synchronize()  # copied before the decoder may reuse the surface
         self.decoder.ReleaseFrame(message)
-        return DeviceNV12(tensor, ready, None if pts == NO_PTS else pts, self.time_base)
+        return picture
