@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import threading
 import time
@@ -156,8 +155,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     report: dict[str, Any] = {
-        "machine": f"{platform.node()} {os.cpu_count()} cores",
-        "date": time.strftime("%Y-%m-%d %H:%M"),
         "clip": args.clip,
         "frames_per_stream": args.frames,
         "cases": {},
@@ -188,10 +185,7 @@ def main() -> None:
             report["cases"][f"{way}/{streams}"] = case
             print(way, streams, case, flush=True)
     report["device_tensor"] = seen.get("tensor")
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print(json.dumps(harness.record(args.out, report) if args.out else report, indent=1))
 
 
 if __name__ == "__main__":

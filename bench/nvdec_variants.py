@@ -18,7 +18,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +78,7 @@ def main() -> None:
         streams_bench.write_config(args.work, clip, 1, "1", True, torch_pre=True),
         max_frames=50,
     )
-    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "variants": {}}
+    report: dict[str, Any] = {"variants": {}}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for index in range(args.runs):
         for name in names:
@@ -93,10 +92,7 @@ def main() -> None:
             "steady_fps": round(harness.median(rates), 1) if rates else None,
             "runs": results,
         }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print(json.dumps(harness.record(args.out, report) if args.out else report, indent=1))
 
 
 if __name__ == "__main__":
