@@ -9,7 +9,7 @@ wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,12 +223,15 @@ class OpenCLLetterbox:
         return self.result(pending)[0], pending.letterboxes[0]
 
 
-def same_shape_runs(frames: Sequence[Picture]) -> list[tuple[int, int]]:
-    """(first index, count) of each run of consecutive frames with one shape (and so one
-    layout: I420 planes are 2-D, BGR 3-D), in order."""
+def same_shape_runs(
+    frames: Sequence[Picture], kind: Callable[[Picture], Hashable] = lambda frame: frame.shape
+) -> list[tuple[int, int]]:
+    """(first index, count) of each run of consecutive frames of one ``kind`` (by default one
+    shape, and so one layout: I420 planes are 2-D, BGR 3-D), in order."""
     runs: list[tuple[int, int]] = []
-    for index, frame in enumerate(frames):
-        if runs and frames[runs[-1][0]].shape == frame.shape:
+    kinds = [kind(frame) for frame in frames]
+    for index, this in enumerate(kinds):
+        if runs and kinds[runs[-1][0]] == this:
             runs[-1] = (runs[-1][0], runs[-1][1] + 1)
         else:
             runs.append((index, 1))

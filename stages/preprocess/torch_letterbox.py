@@ -25,6 +25,7 @@ from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.pipeline.geometry import Letterbox
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
 from vapipe.stages.preprocess.geometry import letterbox_for
+from vapipe.stages.preprocess.opencl import same_shape_runs
 from vapipe.stages.preprocess.resize_tables import tables
 
 # OpenCV's COLOR_YUV2BGR_I420 coefficients (20-bit fixed point), as letterbox.cl has them.
@@ -118,7 +119,7 @@ class TorchLetterbox:
             batch = self.pad.to(self.dtype).expand(len(frames), 3, conv.height, conv.width)
             batch = batch.contiguous()
             boxes: list[Letterbox] = []
-            for first, count in _runs(frames):
+            for first, count in same_shape_runs(frames, _place_and_shape):
                 picture = frames[first]
                 shape = picture.shape
                 layout = _layout(picture)
@@ -235,17 +236,9 @@ class TorchLetterbox:
         return found
 
 
-def _runs(frames: Sequence[Picture]) -> list[tuple[int, int]]:
-    """(first index, count) of each run of consecutive frames of one shape and one place
-    (host, or a decoder's on the device), in order: I420 and NV12 share their shape."""
-    runs: list[tuple[int, int]] = []
-    kinds = [(frame.shape, isinstance(frame, DeviceNV12)) for frame in frames]
-    for index, kind in enumerate(kinds):
-        if runs and kinds[runs[-1][0]] == kind:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((index, 1))
-    return runs
+def _place_and_shape(picture: Picture) -> tuple[bool, tuple[int, ...]]:
+    """I420 on the host and NV12 on the device share their shape: runs keep them apart."""
+    return isinstance(picture, DeviceNV12), picture.shape
 
 
 def _layout(picture: Picture) -> str:
