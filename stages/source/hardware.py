@@ -79,14 +79,13 @@ class ProbingDecoder:
 
     def __init__(
         self,
-        name: str,
         backend: Backend,
         video: Any,
         auto_rotate: bool,
         on_refusal: Callable[[str], None],
         previous: DeviceStream | None = None,
     ) -> None:
-        self.name, self.backend, self.video = name, backend, video
+        self.backend, self.video = backend, video
         self.previous = previous  # the source's decoder of an earlier session, to reuse
         self.auto_rotate, self.on_refusal = auto_rotate, on_refusal
         self.held: list[Any] | None = []  # the packets decoded in software so far
@@ -103,7 +102,7 @@ class ProbingDecoder:
                 return self.device.decode(packet)
             except Exception as exc:  # a vendor library's own error types
                 self.device = None
-                self._refuse(f"{self.backend.name} failed mid-stream ({exc})")
+                self.on_refusal(f"{self.backend.name} failed mid-stream ({exc})")
                 # The software decoder saw only the first packets, and this packet's bytes
                 # went to the hardware path: it starts afresh at the next keyframe rather than
                 # conceal pictures whose references it never had.
@@ -123,7 +122,7 @@ class ProbingDecoder:
             return []
         held, self.held = self.held, None
         if not plain_i420(pictures[0], self.auto_rotate):
-            self._refuse("its pictures are not plain 4:2:0 BT.601 (colours or rotation)")
+            self.on_refusal("its pictures are not plain 4:2:0 BT.601 (colours or rotation)")
             return pictures
         try:
             device = self.previous
@@ -131,13 +130,10 @@ class ProbingDecoder:
                 device = self.backend.open(self.video)
             decoded = [picture for early in held for picture in device.decode(early)]
         except DeviceDecoderUnavailable as exc:
-            self._refuse(str(exc))
+            self.on_refusal(str(exc))
             return pictures
         self.device = device
         return decoded
-
-    def _refuse(self, reason: str) -> None:
-        self.on_refusal(reason)
 
 
 class DecoderChoice:
@@ -171,7 +167,7 @@ class DecoderChoice:
             reason = backend.refuses(video)
             if reason is None:
                 self.current = ProbingDecoder(
-                    self.name, backend, video, self.auto_rotate, self._refusal, previous
+                    backend, video, self.auto_rotate, self._refusal, previous
                 )
             else:
                 self._refusal(reason)

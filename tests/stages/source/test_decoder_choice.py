@@ -81,7 +81,7 @@ def probing(backend: Backend, refusals: list[str]) -> ProbingDecoder:
     video = type(
         "Video", (), {"codec_context": type("Context", (), {"flush_buffers": lambda: None})}
     )
-    return ProbingDecoder("cam", backend, video, True, refusals.append)
+    return ProbingDecoder(backend, video, True, refusals.append)
 
 
 def test_packets_before_the_first_picture_are_decoded_again_on_the_device() -> None:
