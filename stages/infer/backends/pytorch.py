@@ -25,6 +25,7 @@ from vapipe.stages.infer.backends.base import (
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
 from vapipe.stages.infer.backends.config import TorchConfig
 from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches, first_output, specialise
+from vapipe.stages.infer.backends.fx_rewrites import fuse_silu
 from vapipe.stages.infer.backends.host_wait import set_host_wait
 from vapipe.stages.infer.backends.torch_cache import Entry, ModelCache, cache_root
 
@@ -160,6 +161,9 @@ class TorchBackend:
             module = convert(model)
         except Exception as exc:
             raise PipelineError(f"onnx2torch cannot convert {path}: {exc}") from exc
+        fused = fuse_silu(module)
+        if fused:
+            log.info("%s: %d Sigmoid x Mul pairs run as SiLU (one kernel each)", name, fused)
         self.module = module.eval().to(self.torch_device, dtype=self.dtype)
         graph_input = model.graph.input[0]
         dims = [d.dim_value or d.dim_param for d in graph_input.type.tensor_type.shape.dim]

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.assets import file_sha256
+from vapipe.stages.infer.backends import fx_rewrites
 from vapipe.stages.infer.backends.base import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class ModelCache:
                  dtype: str, sizes: tuple[int, ...]) -> None:  # fmt: skip
         self.key = {
             "format": FORMAT,
+            "rewrites": fx_rewrites.VERSION,
             # Memoised: a manifest model was hashed already when it was resolved.
             "model_sha256": file_sha256(Path(model_path)),
             "torch": torch_version,
