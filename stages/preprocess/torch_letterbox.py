@@ -89,7 +89,7 @@ class TorchLetterbox:
         self.std = torch.from_numpy(std).to(device).view(1, 3, 1, 1) if any(std != 1) else None
         self.slots = [_Slot() for _ in range(depth)]
         self._next = 0
-        self._taps: dict[tuple[int, int, int, int], _Taps] = {}
+        self._taps: dict[tuple[int, int, int, int, str], _Taps] = {}
 
     def describe(self) -> str:
         if self.on_gpu:
