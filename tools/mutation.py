@@ -207,6 +207,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/infer/test_as_batch.py",
     ],
     "stages/infer/backends/pytorch.py": ["tests/stages/infer/backends/test_pytorch.py"],
+    "stages/infer/backends/fx_rewrites.py": ["tests/stages/infer/backends/test_fx_rewrites.py"],
     "stages/infer/backends/cuda_graphs.py": [
         "tests/stages/infer/backends/test_pytorch.py::test_a_replay_takes_fewer_rows_than_its_graph",
     ],
