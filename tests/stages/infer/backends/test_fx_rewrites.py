@@ -50,8 +50,9 @@ def test_x_times_its_sigmoid_becomes_one_silu_in_either_order(order: list[str]) 
     )
     expected = module(X, Y)
     assert fuse_silu(module) == 1
-    assert ops(module) == ["silu"]
+    assert ops(module) == ["silu"] and "silu" in module.code  # the forward it runs
     assert torch.allclose(module(X, Y), expected, rtol=1e-6, atol=0)
+    assert fuse_silu(module) == 0  # a second pass finds nothing more
 
 
 def test_other_products_and_a_sigmoid_read_elsewhere_stay() -> None:
@@ -59,16 +60,15 @@ def test_other_products_and_a_sigmoid_read_elsewhere_stay() -> None:
         [
             helper.make_node("Sigmoid", ["x"], ["s"]),
             helper.make_node("Mul", ["y", "s"], ["other"]),  # another operand: not SiLU
+            helper.make_node("Mul", ["s", "s"], ["square"]),  # sigmoid squared: not SiLU
             helper.make_node("Add", ["x", "s"], ["sum"]),  # not a product
             helper.make_node("Mul", ["x", "s"], ["silu"]),
         ],
-        ["other", "sum", "silu"],
+        ["other", "square", "sum", "silu"],
     )
     expected = module(X, Y)
     assert fuse_silu(module) == 1
-    assert sorted(ops(module)) == sorted(
-        ["Sigmoid", "OnnxBinaryMathOperation", "OnnxBinaryMathOperation", "silu"]
-    )
+    assert sorted(ops(module)) == sorted(["Sigmoid", "silu"] + ["OnnxBinaryMathOperation"] * 3)
     for got, want in zip(module(X, Y), expected, strict=True):
         assert torch.allclose(got, want, rtol=1e-6, atol=0)
 
@@ -92,12 +92,14 @@ def test_yolox_nano_fused_gives_the_same_output() -> None:
     assert (got - want).abs().max() <= 1e-5 * want.abs().max()
 
 
-def test_an_old_style_axis_broadcast_product_stays() -> None:
-    """ONNX before opset 7 broadcast Mul's second operand along ``axis``: not a plain product."""
+@pytest.mark.parametrize(("broadcast", "fused"), [(1, 0), (0, 1)])
+def test_an_old_style_axis_broadcast_product_stays(broadcast: int, fused: int) -> None:
+    """ONNX before opset 7 broadcast Mul's second operand along ``axis`` when ``broadcast``
+    is 1: not a plain product then; with ``broadcast = 0`` the axis means nothing."""
     graph = helper.make_graph(
         [
             helper.make_node("Sigmoid", ["x"], ["s"]),
-            helper.make_node("Mul", ["x", "s"], ["out"], broadcast=1, axis=0),
+            helper.make_node("Mul", ["x", "s"], ["out"], broadcast=broadcast, axis=0),
         ],
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
@@ -106,5 +108,5 @@ def test_an_old_style_axis_broadcast_product_stays() -> None:
     module = onnx2torch.convert(
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
     )
-    assert fuse_silu(module) == 0
-    assert ops(module) == ["Sigmoid", "OnnxBinaryMathOperation"]
+    assert fuse_silu(module) == fused
+    assert ops(module) == (["silu"] if fused else ["Sigmoid", "OnnxBinaryMathOperation"])
