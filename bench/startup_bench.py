@@ -73,8 +73,12 @@ def write_config(folder: Path, clip: str, streams: int, shards: int, backend: st
     path = folder / "pipeline.toml"
     path.write_text(
         CONFIG.format(
-            links=", ".join(f'"{n} ! pre"' for n in names), shards=shards, sources=sources,
-            pre=pre, backend=backend, events=folder / "events.jsonl",
+            links=", ".join(f'"{n} ! pre"' for n in names),
+            shards=shards,
+            sources=sources,
+            pre=pre,
+            backend=backend,
+            events=folder / "events.jsonl",
         )
     )
     return path
@@ -194,8 +198,9 @@ def main() -> None:
                 args.frames)  # fmt: skip
         for index in range(args.runs):
             for variant in variants:
-                cache = (warm_cache if variant == "warm"
-                         else work / f"cache-{variant}-{streams}-{index}")
+                cache = (
+                    warm_cache if variant == "warm" else work / f"cache-{variant}-{streams}-{index}"
+                )
                 config = write_config(
                     work, clip, streams, shards, backend_table(variant, args.device, cache), pre
                 )

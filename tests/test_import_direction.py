@@ -61,7 +61,9 @@ def modules(root: Path) -> dict[str, Path]:
     return found
 
 
-def imported(tree: ast.Module, known: set[str] | dict[str, Path] = frozenset()) -> list[tuple[int, str]]:  # noqa: E501
+def imported(
+    tree: ast.Module, known: set[str] | dict[str, Path] = frozenset()
+) -> list[tuple[int, str]]:
     """(line, module) for every import of a vapipe module: ``from vapipe.pipeline import
     serve`` imports the room ``vapipe.pipeline.serve``, and ``from a.b import c`` imports the
     module ``a.b.c`` where ``known`` has one by that name."""
@@ -228,7 +230,10 @@ def test_a_planted_loop_is_found(
 
 def test_a_submodule_named_in_a_from_import_is_that_module() -> None:
     tree = ast.parse("from vapipe.stages.infer.backends import openvino, load_backend\n")
-    known = {"vapipe.stages.infer.backends": Path(), "vapipe.stages.infer.backends.openvino": Path()}  # noqa: E501
+    known = {
+        "vapipe.stages.infer.backends": Path(),
+        "vapipe.stages.infer.backends.openvino": Path(),
+    }
     assert imported(tree, known) == [
         (1, "vapipe.stages.infer.backends.openvino"), (1, "vapipe.stages.infer.backends")
     ]  # fmt: skip

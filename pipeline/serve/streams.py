@@ -53,8 +53,7 @@ def template_of(wanted: str | None, sources: list[str]) -> tuple[str | None, str
         if len(sources) == 1:
             return sources[0], None
         return None, (
-            f"the config has {len(sources)} sources: set serve.template to the one new "
-            "streams copy"
+            f"the config has {len(sources)} sources: set serve.template to the one new streams copy"
         )
     if wanted not in sources:
         raise ConfigError(
@@ -342,9 +341,7 @@ class Service(Streams):
             raise StreamError(422, str(exc)) from None
         return dict(stage.geometry(stream_id))
 
-    def preview(
-        self, stream_id: str, width: int, after: Any = None
-    ) -> tuple[Any, bytes] | None:
+    def preview(self, stream_id: str, width: int, after: Any = None) -> tuple[Any, bytes] | None:
         """The stream's latest frame drawn and as JPEG, ``width`` wide, with a key that
         tells it apart; None if there is none yet, or it is still the one of key ``after``."""
         self.describe(stream_id)  # 404 for an unknown stream

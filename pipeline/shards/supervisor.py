@@ -260,9 +260,7 @@ class ShardRunner:
         self.ledger.delivered(source_id, sink, seq, *at)
 
     def _sources_down(self, slot: Slot, reason: str) -> None:
-        for source, record in self.ledger.went_down(
-            self.names_of(slot), slot.restarts + 1, reason
-        ):
+        for source, record in self.ledger.went_down(self.names_of(slot), slot.restarts + 1, reason):
             self._write_all(source, record)
 
     def _write_all(self, source: Delivered, record: dict[str, Any]) -> None:

@@ -47,8 +47,10 @@ def test_a_path_given_with_set_names_that_set_before_any_model_loads(
 
 def test_a_path_in_the_file_names_the_file_and_line(tmp_path: Path) -> None:
     config = tmp_path / "gone.toml"
-    text = Path(CONFIG).read_text().replace(
-        'uri = "${VAPIPE_INPUT:-sample:traffic}"', 'uri = "gone.mp4"'
+    text = (
+        Path(CONFIG)
+        .read_text()
+        .replace('uri = "${VAPIPE_INPUT:-sample:traffic}"', 'uri = "gone.mp4"')
     )
     config.write_text(text)
     line = text.splitlines().index('uri = "gone.mp4"') + 1

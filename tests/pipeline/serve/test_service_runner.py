@@ -262,6 +262,7 @@ def test_an_added_source_is_opened_with_the_run_s_sources_and_a_default_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from vapipe.pipeline.serve import runner as service_runner
+
     timeouts: list[float] = []
     real = service_runner.open_within
     monkeypatch.setattr(
