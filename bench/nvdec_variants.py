@@ -26,7 +26,10 @@ sys.path.insert(0, str(REPO))
 
 from bench import harness, streams_bench  # noqa: E402
 
-KEYS = ("steady_fps", "steady_cpu_busy_pct", "gpu_util_mean_pct", "mean_batch", "decoders")
+KEYS = (
+    "steady_fps", "steady_cpu_busy_pct", "gpu_util_mean_pct", "mean_batch", "decoders",
+    "stage_mean_ms", "stage_fps", "dropped",
+)  # fmt: skip
 
 
 def config_of(name: str) -> dict[str, Any]:

@@ -101,17 +101,23 @@ class Detections:
 
     def to_records(self) -> list[dict[str, object]]:
         """JSON-ready dicts, one per detection."""
+        # Python numbers taken out in one ``tolist`` per array: the same values as element by
+        # element (float32 -> float is exact), without a numpy scalar per number.
+        tracks = self.track_id.tolist() if self.track_id is not None else None
+        attributes = self.attributes
         records = []
-        for index in range(len(self)):
+        for index, (box, score, class_id) in enumerate(
+            zip(self.xyxy.tolist(), self.score.tolist(), self.class_id.tolist(), strict=True)
+        ):
             record: dict[str, object] = {
-                "xyxy": [round(float(v), 2) for v in self.xyxy[index]],
-                "score": round(float(self.score[index]), 4),
-                "class_id": int(self.class_id[index]),
-                "class_name": self.class_name(int(self.class_id[index])),
+                "xyxy": [round(v, 2) for v in box],
+                "score": round(score, 4),
+                "class_id": class_id,
+                "class_name": self.class_name(class_id),
             }
-            if self.track_id is not None:
-                record["track_id"] = int(self.track_id[index])
-            if self.attributes is not None and self.attributes[index]:
-                record["attributes"] = dict(self.attributes[index])
+            if tracks is not None:
+                record["track_id"] = tracks[index]
+            if attributes is not None and attributes[index]:
+                record["attributes"] = dict(attributes[index])
             records.append(record)
         return records

@@ -23,8 +23,10 @@ class Letterbox:
     def to_frame(self, boxes: np.ndarray) -> np.ndarray:
         """Map xyxy boxes from model-input pixels back to frame pixels, clipped to the frame."""
         out = boxes.astype(np.float32, copy=True)
-        out[:, [0, 2]] = (out[:, [0, 2]] - self.pad_x) / self.scale
-        out[:, [1, 3]] = (out[:, [1, 3]] - self.pad_y) / self.scale
-        out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, self.frame_w)
-        out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, self.frame_h)
+        # (x, y) pairs as rows, mapped in place: the same float32 arithmetic as column by
+        # column, without the copies fancy indexing makes (this runs on every frame).
+        points = out.reshape(-1, 2)
+        points -= np.array((self.pad_x, self.pad_y), np.float32)
+        points /= np.float32(self.scale)
+        np.clip(points, 0, np.array((self.frame_w, self.frame_h), np.float32), out=points)
         return out

@@ -248,16 +248,20 @@ class NmsStage(Stage):
         index = np.flatnonzero(mask)
         if index.size > cfg.max_candidates:
             index = index[np.argsort(-found.score[index], kind="stable")[: cfg.max_candidates]]
-        dets = found[index]
-        if dets.suppressed:
-            keep = np.argsort(-dets.score, kind="stable")[: cfg.max_det]
+        if found.suppressed:
+            keep = np.argsort(-found.score[index], kind="stable")[: cfg.max_det]
         else:
-            class_ids = None if cfg.class_agnostic else dets.class_id
-            keep = nms(dets.xyxy, dets.score, cfg.iou, class_ids, cfg.max_det)
-        dets = dets[keep]
-        xyxy = dets.xyxy if letterbox is None else letterbox.to_frame(dets.xyxy)
-        return dets.replace(
+            class_ids = None if cfg.class_agnostic else found.class_id[index]
+            keep = nms(found.xyxy[index], found.score[index], cfg.iou, class_ids, cfg.max_det)
+        # The kept detections made once (their arrays checked once): this runs per frame.
+        kept = index[keep]
+        xyxy = found.xyxy[kept]
+        if letterbox is not None:
+            xyxy = letterbox.to_frame(xyxy)
+        return found.replace(
             xyxy=xyxy.astype(np.float32, copy=False),
-            score=dets.score.astype(np.float32, copy=False),
-            class_id=dets.class_id.astype(np.int32, copy=False),
+            score=found.score[kept].astype(np.float32, copy=False),
+            class_id=found.class_id[kept].astype(np.int32, copy=False),
+            track_id=None if found.track_id is None else found.track_id[kept],
+            attributes=None if found.attributes is None else found.attributes[kept],
         )

@@ -4,9 +4,9 @@ session restarts (stages/source/nvdec.py for NVIDIA, rocdecode.py for AMD)."""
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 import av
@@ -59,17 +59,26 @@ class AnnexBStream(ABC):
         self.torch, self.device = torch, device
         self.on_gpu = device.type == "cuda"
         self.stream = torch.cuda.Stream(device=device) if self.on_gpu else None
+        self._stream_thread: int | None = None
 
     def _copied(self, copy: Callable[[], Any], pts: int) -> DeviceNV12:
         """The picture ``copy()`` makes a tensor of its own of (out of the decoder's memory,
         which later packets reuse), made on this stream, with the event a reader waits on."""
         torch = self.torch
-        with torch.cuda.stream(self.stream) if self.on_gpu else nullcontext():
+        ready = None
+        if self.on_gpu:
+            # A source's thread does no other GPU work: this stream is made its current
+            # stream once, instead of entered and left around every picture (three torch
+            # calls a picture, held under the interpreter lock: issue 61's profile).
+            thread = threading.get_ident()
+            if self._stream_thread != thread:
+                torch.cuda.set_stream(self.stream)
+                self._stream_thread = thread
             tensor = copy()
-            ready = None
-            if self.on_gpu:
-                ready = torch.cuda.Event()
-                ready.record(self.stream)
+            ready = torch.cuda.Event()
+            ready.record(self.stream)
+        else:
+            tensor = copy()
         return DeviceNV12(tensor, ready, None if pts == NO_PTS else pts, self.time_base)
 
     def restart(self, video: Any) -> bool:

@@ -109,4 +109,10 @@ class NvdecStream(AnnexBStream):
         return [self._picture(frame) for frame in decoded] if decoded else []
 
     def _picture(self, frame: Any) -> DeviceNV12:
-        return self._copied(lambda: self.torch.from_dlpack(frame).clone(), int(frame.getPTS()))
+        # The capsule itself, made for the copy stream, not the frame: torch's from_dlpack
+        # would ask the frame its device and the current stream first (issue 61's profile).
+        stream = self.stream.cuda_stream if self.stream is not None else None
+        return self._copied(
+            lambda: self.torch.from_dlpack(frame.__dlpack__(stream=stream)).clone(),
+            int(frame.getPTS()),
+        )
