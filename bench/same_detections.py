@@ -6,8 +6,14 @@ to float32's (same class, IoU >= 0.9, score within 0.03).
         --out bench/results/same_detections.json
 
 A variant is a backend table (``fp32``: the torch backend as it runs by default; ``fp16``: the
-same with ``fp16 = true``) or ``nvdec`` (float32, pictures decoded on NVDEC). A benchmark: it
-reports, it asserts nothing.
+same with ``fp16 = true``) or ``nvdec`` (float32, pictures decoded on NVDEC).
+
+``--precisions fp16,autocast,tf32`` instead runs the model itself (onnx2torch, SiLU fused, as
+the torch backend converts it) on every frame of the clip letterboxed, in float32 and in each
+precision, and matches the detections the project's own head decode and NMS keep (conf 0.25,
+IoU 0.45): whether a precision keeps the detections, before a backend is asked to use it (the
+backend's own load check compares raw outputs on random input, which says nothing of boxes).
+A benchmark: it reports, it asserts nothing.
 """
 
 from __future__ import annotations
@@ -102,16 +108,88 @@ def detections(site: str | None, clip: Path, work: Path, variant: str) -> dict[i
     return {e["seq"]: e["detections"] for e in frames if "detections" in e}
 
 
+def precision_agreement(model: Path, clip: Path, precisions: list[str]) -> dict[str, Any]:
+    """Each precision's detections against float32's on every frame of ``clip`` (GPU)."""
+    import av
+    import cv2
+    import onnx2torch
+    import torch
+
+    from vapipe.stages.infer.backends.fx_rewrites import fuse_silu
+    from vapipe.stages.infer.heads import Family, decode
+    from vapipe.stages.nms import nms
+
+    device = torch.device("cuda")
+    frames = []
+    with av.open(str(clip)) as container:
+        for picture in container.decode(video=0):
+            image = picture.to_ndarray(format="bgr24")
+            ratio = min(416 / image.shape[1], 416 / image.shape[0])
+            w, h = int(image.shape[1] * ratio + 0.5), int(image.shape[0] * ratio + 0.5)
+            canvas = np.full((416, 416, 3), 114, np.uint8)  # YOLOX: top-left, pad 114
+            canvas[:h, :w] = cv2.resize(image, (w, h))
+            frames.append(canvas.transpose(2, 0, 1).astype(np.float32))
+    batch = torch.from_numpy(np.stack(frames)).to(device)
+
+    def outputs(half: bool = False, autocast: bool = False) -> np.ndarray:
+        module = onnx2torch.convert(str(model)).eval().to(device)
+        fuse_silu(module)
+        module = module.half() if half else module
+        chunks = []
+        with torch.inference_mode(), torch.autocast("cuda", torch.float16, enabled=autocast):
+            for start in range(0, len(batch), 32):
+                given = batch[start : start + 32]
+                chunks.append(module(given.half() if half else given).float().cpu().numpy())
+        return np.concatenate(chunks)
+
+    def kept(raw: np.ndarray) -> dict[int, list]:
+        found = {}
+        for seq, rows in enumerate(raw):
+            dets = decode(Family.YOLOX, rows[None], 416, 416, None)[0]
+            dets = dets[np.flatnonzero(dets.score >= 0.25)]
+            dets = dets[nms(dets.xyxy, dets.score, 0.45, dets.class_id)]
+            found[seq] = [
+                {"class_id": int(c), "xyxy": b.tolist(), "score": float(s)}
+                for b, s, c in zip(dets.xyxy, dets.score, dets.class_id, strict=True)
+            ]
+        return found
+
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    reference = kept(outputs())
+    report: dict[str, Any] = {"frames": len(frames), "gpu": torch.cuda.get_device_name()}
+    for name in precisions:
+        if name == "tf32":
+            torch.backends.cudnn.allow_tf32 = True
+            got = kept(outputs())
+            torch.backends.cudnn.allow_tf32 = False
+        else:
+            got = kept(outputs(half=name == "fp16", autocast=name == "autocast"))
+        report[name] = compare(reference, got)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", help="the build's site folder (PYTHONPATH of its runs)")
     parser.add_argument("--clip", type=Path, help="a 1080p clip (default: made as streams_bench)")
     parser.add_argument("--variants", default="fp32,fp16")
+    parser.add_argument("--precisions", help="fp16,autocast,tf32: the model alone (GPU)")
+    parser.add_argument("--model", type=Path, help="for --precisions: yolox_nano.onnx")
     parser.add_argument("--work", type=Path, default=Path("/tmp/vapipe-same-detections"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     clip = args.clip or streams_bench.make_clip(args.work / "clip1080.mp4")
+    if args.precisions:
+        report = {
+            "clip": "people.mp4 scaled to 1920x1080",
+            "rule": f"same class, IoU >= {IOU}, score within {SCORE}",
+            "precisions_against_float32": precision_agreement(
+                args.model, clip, args.precisions.split(",")
+            ),
+        }
+        print(json.dumps(harness.record(args.out, report) if args.out else report, indent=1))
+        return
     names = args.variants.split(",")
     runs = {name: detections(args.site, clip, args.work, name) for name in names}
     report = {
