@@ -102,27 +102,11 @@ class DeviceDecoder:
         kept = self._batched_nms(picked_boxes, picked_scores, groups, sel.iou)
         # kept is best-first; a stable sort by image keeps that order within each image.
         kept = kept[torch.sort(image[kept], stable=True).indices]
-        # One copy to the host, not four (each waits for the device): boxes, score, class and
-        # image side by side as float32, which holds class and image numbers exactly.
-        as_float = picked_boxes.dtype
-        packed = (
-            torch.cat(
-                (
-                    picked_boxes[kept],
-                    picked_scores[kept, None].to(as_float),
-                    picked_classes[kept, None].to(as_float),
-                    image[kept, None].to(as_float),
-                ),
-                dim=1,
-            )
-            .cpu()
-            .numpy()
-        )
         host = {
-            "image": packed[:, 6].astype(np.int64),
-            "xyxy": np.ascontiguousarray(packed[:, :4], dtype=np.float32),
-            "score": packed[:, 4].astype(np.float32),
-            "class_id": packed[:, 5].astype(np.int32),
+            "image": image[kept].cpu().numpy(),
+            "xyxy": picked_boxes[kept].cpu().numpy().astype(np.float32, copy=False),
+            "score": picked_scores[kept].cpu().numpy().astype(np.float32, copy=False),
+            "class_id": picked_classes[kept].cpu().numpy().astype(np.int32, copy=False),
         }
         bounds = np.searchsorted(host["image"], np.arange(batch + 1))
         results = []
