@@ -226,7 +226,7 @@ def measure(way: str, clip: str, streams: int, seconds: float, lead: float) -> d
     processes = 1
     base = way
     if way.startswith("memoryP"):
-        base, processes = "memory", int(way[len("memoryP"):])
+        base, processes = "memory", int(way[len("memoryP") :])
     start = time.time() + lead
     if processes == 1:
         counted = run_streams(base, clip, streams, Window(start, seconds))
