@@ -61,3 +61,21 @@ def test_the_event_carries_attributes_only_where_there_are_any() -> None:
     event["detections"][1]["attributes"] = "red"  # not an object: the schema says no
     with pytest.raises(AssertionError, match=r"breaks docs/events\.schema\.json"):
         assert_valid_events([event])
+
+
+def test_records_round_boxes_to_2_places_scores_to_4_and_name_unknown_ids() -> None:
+    dets = Detections(
+        np.array([[1.234567, 2.005, 3.999, 4.5]], np.float32),
+        np.array([0.123456], np.float32),
+        np.array([7], np.int32),
+        ("person",),
+        track_id=np.array([42], np.int64),
+    )
+    (record,) = dets.to_records()
+    assert record["xyxy"] == [round(float(np.float32(v)), 2) for v in (1.234567, 2.005, 3.999, 4.5)]
+    assert record["score"] == 0.1235 and record["class_id"] == 7 and record["track_id"] == 42
+    assert record["class_name"] == "7"  # an id past the names: its number
+    assert type(record["class_id"]) is int and type(record["track_id"]) is int
+    assert type(record["score"]) is float
+    assert three().to_records()[1]["class_name"] == "car"
+    assert "track_id" not in three().to_records()[0]
