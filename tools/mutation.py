@@ -39,7 +39,6 @@ MODULES: dict[str, list[str]] = {
     ],
     "pipeline/geometry.py": ["tests/pipeline/test_geometry.py", "tests/stages/test_nms.py"],
     "pipeline/detections.py": ["tests/pipeline/test_detections.py", "tests/stages/test_nms.py"],
-    "stages/nms.py": ["tests/stages/test_nms.py"],
     "stages/source/nvdec.py": ["tests/stages/source/test_hardware_decode.py"],
     "stages/source/rocdecode.py": ["tests/stages/source/test_hardware_decode.py"],
     "pipeline/device_picture.py": [

@@ -21,14 +21,14 @@ class FakeCuda:
         self.set_calls: list[tuple[int, Any]] = []
         self.recorded: list[tuple[Any, Any]] = []
 
-    def Stream(self, device: Any) -> Any:  # noqa: N802 - torch's name
+    def Stream(self, device: Any) -> Any:
         return SimpleNamespace(cuda_stream=1234, device=device)
 
     def set_stream(self, stream: Any) -> None:
         self.set_calls.append((threading.get_ident(), stream))
         self.current[threading.get_ident()] = stream
 
-    def Event(self) -> Any:  # noqa: N802 - torch's name
+    def Event(self) -> Any:
         cuda = self
         event = SimpleNamespace()
         event.record = lambda stream: cuda.recorded.append((event, stream))
