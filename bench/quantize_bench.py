@@ -24,9 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import harness
-from vapipe.models.calibration import compare, open_model, take_frames
-from vapipe.models.quantize import quantize
 from vapipe.pipeline import assets
+from vapipe.quantize.calibration import compare, open_model, take_frames
+from vapipe.quantize.quantize import quantize
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"

@@ -60,7 +60,7 @@ class Runner:
         # A shard runs a subset of the sources; its decoders share the cores with the others'.
         self.sources_in_run = sources_in_run or len(graph.sources)
         # A shard swaps its event sinks for senders to the parent process
-        # (pipeline/shards/worker.py).
+        # (vapipe/shards/worker.py).
         self._make_stage = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.stop_requested = threading.Event()
         self.interrupted = False

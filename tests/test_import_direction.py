@@ -1,11 +1,11 @@
-"""Imports read top-down, one way: the commands (``pipeline/cli/``, ``python -m vapipe``) ->
-the Python API (``vapipe/``) and the service (``pipeline/serve/``) -> the shards
-(``pipeline/shards/``) -> the model tools (``models/``: quantisation, calibration) -> the
-stages (``stages/``) -> the runtime core (``pipeline/``'s own modules, with the catalogue of
-models and clips it reads: ``vapipe.models`` and its converter). Type-only imports count, and
-no module imports itself back through others (no loops). A back-arrow or a loop is found
-wherever it is written: at the top of a module, inside a function, under ``TYPE_CHECKING``,
-as ``from vapipe.pipeline import serve``.
+"""Imports read top-down, one way, and the folders say which way: the commands
+(``vapipe/cli/``, ``python -m vapipe``) -> the Python API (``vapipe/api.py``) and the service
+(``vapipe/serve/``) -> the shards (``vapipe/shards/``) -> the model tools
+(``vapipe/quantize/``) -> the stages (``stages/``) -> the runtime (``pipeline/``, with the
+catalogue of models and clips it reads, ``models/``). A module's part is the folder it sits in:
+no module is an exception. Type-only imports count, and no module imports itself back through
+others (no loops). A back-arrow or a loop is found wherever it is written: at the top of a
+module, inside a function, under ``TYPE_CHECKING``, as ``from vapipe import serve``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,20 @@ FOLDERS = {
     "models": "vapipe.models",
     "vapipe": "vapipe",
 }
-ROOMS = ("serve", "shards", "cli")
-CATALOGUE = ("vapipe.models", "vapipe.models.convert")
-"""The manifest of models and clips and their download-time conversion: data the runtime's
-asset resolver reads, so they sit with the runtime."""
+PARTS = {
+    "pipeline": "runtime",
+    "models": "runtime",
+    "stages": "stages",
+    "quantize": "quantize",
+    "shards": "shards",
+    "serve": "serve",
+    "api": "api",
+    "cli": "cli",
+    "__main__": "cli",
+}
+"""``vapipe.<folder or module>`` -> its part; ``vapipe`` itself (its ``__init__``) is the API's."""
 
-RANK = {"runtime": 0, "stages": 1, "models": 2, "shards": 3, "serve": 4, "api": 4, "cli": 5}
+RANK = {"runtime": 0, "stages": 1, "quantize": 2, "shards": 3, "serve": 4, "api": 4, "cli": 5}
 """Each part may import its own modules and those of parts ranked lower, never higher nor
 beside it (the Python API and the service know nothing of each other)."""
 
@@ -36,15 +44,9 @@ beside it (the Python API and the service know nothing of each other)."""
 def part_of(module: str) -> str | None:
     """The part of the code a dotted module name belongs to (None: outside the packages)."""
     parts = module.split(".")
-    if parts[:2] == ["vapipe", "pipeline"]:
-        return parts[2] if len(parts) > 2 and parts[2] in ROOMS else "runtime"
-    if parts[:2] == ["vapipe", "stages"]:
-        return "stages"
-    if parts[:2] == ["vapipe", "models"]:
-        return "runtime" if module in CATALOGUE else "models"
-    if parts[0] == "vapipe":
-        return "cli" if module == "vapipe.__main__" else "api"
-    return None
+    if parts[0] != "vapipe":
+        return None
+    return PARTS.get(parts[1]) if len(parts) > 1 else "api"
 
 
 def may_import(here: str, there: str) -> bool:
@@ -65,7 +67,7 @@ def imported(
     tree: ast.Module, known: set[str] | dict[str, Path] = frozenset()
 ) -> list[tuple[int, str]]:
     """(line, module) for every import of a vapipe module: ``from vapipe.pipeline import
-    serve`` imports the room ``vapipe.pipeline.serve``, and ``from a.b import c`` imports the
+    serve`` imports the room ``vapipe.serve``, and ``from a.b import c`` imports the
     module ``a.b.c`` where ``known`` has one by that name."""
     found = []
     for node in ast.walk(tree):
@@ -74,8 +76,7 @@ def imported(
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 whole = f"{node.module}.{alias.name}"
-                room = node.module == "vapipe.pipeline" and alias.name in ROOMS
-                found.append((node.lineno, whole if room or whole in known else node.module))
+                found.append((node.lineno, whole if whole in known else node.module))
     unique = dict.fromkeys(found)
     return [(line, name) for line, name in unique if name.split(".")[0] == "vapipe"]
 
@@ -86,7 +87,7 @@ def back_imports(root: Path) -> list[str]:
     known = modules(root)
     for module, path in known.items():
         here = part_of(module)
-        assert here is not None
+        assert here is not None, f"{module} is in no part: add its folder to PARTS"
         for line, name in imported(ast.parse(path.read_text(encoding="utf-8")), known):
             there = part_of(name)
             if there is None or may_import(here, there):
@@ -152,18 +153,21 @@ def test_no_module_imports_itself_back() -> None:
     assert import_loops(REPO) == []
 
 
-def test_the_rooms_and_the_runtime_are_where_the_rules_say() -> None:
-    rooms = {p.name for p in (REPO / "pipeline").iterdir() if (p / "__init__.py").is_file()}
-    assert rooms == set(ROOMS)
-    for room in ROOMS:  # the tests mirror the rooms
-        assert list((REPO / "tests" / "pipeline" / room).glob("test_*.py")), room
+def test_every_folder_is_a_part_and_the_runtime_is_pipeline_alone() -> None:
+    rooms = {p.name for p in (REPO / "vapipe").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == {"cli", "serve", "shards", "quantize"}
+    assert not [p for p in (REPO / "pipeline").iterdir() if (p / "__init__.py").is_file()]
+    for room in rooms:  # the tests mirror the rooms
+        assert list((REPO / "tests" / room).glob("test_*.py")), room
+    assert all(part_of(module) is not None for module in modules(REPO))
     assert part_of("vapipe.pipeline.runner") == "runtime"
-    assert part_of("vapipe.pipeline.serve.http_api") == "serve"
-    assert part_of("vapipe.pipeline.shards") == "shards"
+    assert part_of("vapipe.serve.http_api") == "serve"
+    assert part_of("vapipe.shards") == "shards"
     assert part_of("vapipe.stages.nms") == "stages"
-    assert part_of("vapipe.models") == "runtime" and part_of("vapipe.models.quantize") == "models"
+    assert part_of("vapipe.models") == "runtime"
+    assert part_of("vapipe.quantize.quantize") == "quantize"
     assert part_of("vapipe.api") == "api" and part_of("vapipe.__main__") == "cli"
-    assert part_of("numpy") is None
+    assert part_of("vapipe") == "api" and part_of("numpy") is None
     assert not may_import("api", "serve") and not may_import("serve", "api")
     assert may_import("cli", "api") and not may_import("api", "cli")
 
@@ -175,22 +179,22 @@ def _copy(tmp_path: Path) -> None:
 
 PLANTED = [
     # (file, import planted in it, what the report must say)
-    ("pipeline/runner.py", "from vapipe.pipeline.serve.streams import Service",
-     "pipeline/runner.py:{line} imports vapipe.pipeline.serve.streams (runtime may not import serve)"),  # noqa: E501
-    ("pipeline/config.py", "def later():\n    from vapipe.pipeline import cli",
-     "pipeline/config.py:{line} imports vapipe.pipeline.cli (runtime may not import cli)"),
-    ("pipeline/shards/worker.py", "import vapipe.pipeline.serve.shard_side",
-     "pipeline/shards/worker.py:{line} imports vapipe.pipeline.serve.shard_side (shards may not import serve)"),  # noqa: E501
-    ("pipeline/serve/streams.py", "from vapipe.pipeline.cli.main import report",
-     "pipeline/serve/streams.py:{line} imports vapipe.pipeline.cli.main (serve may not import cli)"),  # noqa: E501
-    ("stages/nms.py", "from vapipe.pipeline.shards.plan import partition",
-     "stages/nms.py:{line} imports vapipe.pipeline.shards.plan (stages may not import shards)"),
+    ("pipeline/runner.py", "from vapipe.serve.streams import Service",
+     "pipeline/runner.py:{line} imports vapipe.serve.streams (runtime may not import serve)"),
+    ("pipeline/config.py", "def later():\n    from vapipe import cli",
+     "pipeline/config.py:{line} imports vapipe.cli (runtime may not import cli)"),
+    ("vapipe/shards/worker.py", "import vapipe.serve.shard_side",
+     "vapipe/shards/worker.py:{line} imports vapipe.serve.shard_side (shards may not import serve)"),  # noqa: E501
+    ("vapipe/serve/streams.py", "from vapipe.cli.main import report",
+     "vapipe/serve/streams.py:{line} imports vapipe.cli.main (serve may not import cli)"),
+    ("stages/nms.py", "from vapipe.shards.plan import partition",
+     "stages/nms.py:{line} imports vapipe.shards.plan (stages may not import shards)"),
     ("pipeline/graph.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vapipe.stages.nms import NmsStage",  # noqa: E501
      "pipeline/graph.py:{line} imports vapipe.stages.nms (runtime may not import stages)"),
-    ("vapipe/api.py", "from vapipe.pipeline.cli.common import fail",
-     "vapipe/api.py:{line} imports vapipe.pipeline.cli.common (api may not import cli)"),
-    ("stages/track/stage.py", "from vapipe.models.quantize import quantize",
-     "stages/track/stage.py:{line} imports vapipe.models.quantize (stages may not import models)"),
+    ("vapipe/api.py", "from vapipe.cli.common import fail",
+     "vapipe/api.py:{line} imports vapipe.cli.common (api may not import cli)"),
+    ("stages/track/stage.py", "from vapipe.quantize.quantize import quantize",
+     "stages/track/stage.py:{line} imports vapipe.quantize.quantize (stages may not import quantize)"),  # noqa: E501
 ]  # fmt: skip
 
 

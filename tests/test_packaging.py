@@ -66,7 +66,7 @@ def test_wheel_installs_and_runs_under_the_vapipe_name(tmp_path: Path) -> None:
         "import vapipe, vapipe.stages, vapipe.models, importlib.resources as r;"
         "print(vapipe.stages.__file__);"
         "print(r.files('vapipe.stages.preprocess').joinpath('kernels/letterbox.cl').is_file()"
-        " and r.files('vapipe.pipeline.serve').joinpath('web/page.js').is_file());"
+        " and r.files('vapipe.serve').joinpath('web/page.js').is_file());"
         "print(sorted(vapipe.models.manifest()['models']))"
     )
     shown = subprocess.run(

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vapipe.pipeline.cli.main import SUBCOMMANDS
+from vapipe.cli.main import SUBCOMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "docs" / "cli.md"

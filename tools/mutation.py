@@ -31,7 +31,7 @@ RESULTS = REPO / "tools/results"
 MODULES: dict[str, list[str]] = {
     "stages/source/hardware.py": [
         "tests/stages/source/test_hardware_decode.py",
-        "tests/pipeline/shards/test_shards.py",
+        "tests/shards/test_shards.py",
     ],
     "stages/source/device_stream.py": [
         "tests/stages/source/test_hardware_decode.py",
@@ -45,17 +45,17 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/source/test_hardware_decode.py",
         "tests/stages/preprocess/test_torch_letterbox.py",
     ],
-    "pipeline/shards/plan.py": ["tests/pipeline/shards/test_shards.py"],
+    "vapipe/shards/plan.py": ["tests/shards/test_shards.py"],
     "stages/sinks/home_assistant.py": ["tests/stages/sinks/test_home_assistant.py"],
     "pipeline/amd_gpus.py": ["tests/pipeline/test_amd_gpus.py"],
     "pipeline/validation.py": [
         "tests/pipeline/test_config.py",
         "tests/pipeline/test_overrides.py",
-        "tests/pipeline/cli/test_typed_errors.py",
+        "tests/cli/test_typed_errors.py",
     ],
     "pipeline/prepare.py": [
         "tests/pipeline/test_native_stacks.py",
-        "tests/pipeline/cli/test_typed_errors.py",
+        "tests/cli/test_typed_errors.py",
     ],
     "stages/objects/memory.py": ["tests/stages/objects/test_memory.py"],
     "stages/objects/cl_crops.py": ["tests/stages/objects/test_cl_crops.py"],
@@ -66,23 +66,23 @@ MODULES: dict[str, list[str]] = {
     "stages/objects/crops.py": ["tests/stages/objects/test_crops.py"],
     "stages/objects/gallery.py": ["tests/stages/objects/test_gallery.py"],
     "stages/events/outbox.py": ["tests/stages/events/test_outbox.py"],
-    "pipeline/serve/event_hub.py": ["tests/pipeline/serve/test_event_hub.py"],
-    "pipeline/shards/ledger.py": ["tests/pipeline/shards/test_shard_ledger.py"],
+    "vapipe/serve/event_hub.py": ["tests/serve/test_event_hub.py"],
+    "vapipe/shards/ledger.py": ["tests/shards/test_shard_ledger.py"],
     "stages/events/http_post.py": [
         "tests/stages/events/test_http_post.py",
         "tests/stages/sinks/test_webhook.py",
     ],
-    "pipeline/shards/stats.py": [
-        "tests/pipeline/shards/test_shards.py",
-        "tests/pipeline/shards/test_shard_stats.py",
+    "vapipe/shards/stats.py": [
+        "tests/shards/test_shards.py",
+        "tests/shards/test_shard_stats.py",
     ],
     "pipeline/urls.py": ["tests/pipeline/test_urls.py"],
-    "pipeline/serve/media_roots.py": ["tests/pipeline/serve/test_service_checks.py"],
+    "vapipe/serve/media_roots.py": ["tests/serve/test_service_checks.py"],
     "stages/source/stall.py": ["tests/stages/source/test_live_sources.py"],
     "pipeline/overrides.py": ["tests/pipeline/test_config.py", "tests/pipeline/test_overrides.py"],
-    "pipeline/serve/http_api.py": [
-        "tests/pipeline/serve/test_http_api.py",
-        "tests/pipeline/serve/test_http_api_streams.py",
+    "vapipe/serve/http_api.py": [
+        "tests/serve/test_http_api.py",
+        "tests/serve/test_http_api_streams.py",
     ],
     "pipeline/outputs.py": ["tests/pipeline/test_outputs.py"],
     "stages/source/timeline.py": ["tests/stages/source/test_timeline.py"],
@@ -112,7 +112,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/analytics/test_unseen_crossings.py",
         "tests/stages/track/test_backtrace.py",
     ],
-    "pipeline/serve/runner.py": ["tests/pipeline/serve/test_service_runner.py"],
+    "vapipe/serve/runner.py": ["tests/serve/test_service_runner.py"],
     # Issue 31: the Python API (its tests that run in this process: the documented examples'
     # and mypy's take longer than the per-test limit), nms's class-filter check, the hint for
     # a missing package, the licence of a model named by its path.
@@ -163,8 +163,8 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/infer/backends/test_onnx_runtime.py::test_batch_rewrite_is_verified",
     ],
     "stages/infer/interval.py": ["tests/stages/infer/test_interval.py"],
-    "pipeline/errors.py": ["tests/pipeline/cli/test_missing_packages.py"],
-    "pipeline/assets.py": ["tests/pipeline/cli/test_models_cmd.py"],
+    "pipeline/errors.py": ["tests/cli/test_missing_packages.py"],
+    "pipeline/assets.py": ["tests/cli/test_models_cmd.py"],
     # Issue 33: pictures, clips and the event history.
     "stages/media/files.py": [
         "tests/stages/media/test_media_files.py",
@@ -192,10 +192,10 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/events/test_history.py",
         "tests/stages/sinks/test_history_sink.py",
     ],
-    "pipeline/serve/history_api.py": [
-        "tests/pipeline/serve/test_history_api.py",
-        "tests/pipeline/serve/test_history_api_edges.py",
-        "tests/pipeline/serve/test_http_api.py",
+    "vapipe/serve/history_api.py": [
+        "tests/serve/test_history_api.py",
+        "tests/serve/test_history_api_edges.py",
+        "tests/serve/test_http_api.py",
     ],
     # Issue 28's 16-stream figure: the letterbox in torch, the preprocess node's choice of
     # it, the infer node's device batch, the torch backend's device input.

@@ -3,7 +3,10 @@
 From Python: ``vapipe.Pipeline.from_toml("configs/file.toml").run()`` (docs/python.md).
 
 The code lives in the repository's top-level folders, installed under this name:
-``vapipe.pipeline`` (pipeline/), ``vapipe.stages`` (stages/) and ``vapipe.models`` (models/).
+``vapipe.pipeline`` (pipeline/: the runtime alone), ``vapipe.stages`` (stages/) and
+``vapipe.models`` (models/: the catalogue of models and clips); the application on top sits in
+this folder: ``api.py`` (the Python API), ``cli/`` (the commands), ``serve/`` (the service),
+``shards/`` (sources over processes or a Ray cluster) and ``quantize/`` (model copies).
 """
 
 from pkgutil import extend_path

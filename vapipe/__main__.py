@@ -15,7 +15,7 @@ def main() -> int:
         signal.signal(signum, lambda _signum, _frame: os._exit(130))
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck run is waiting on.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    from vapipe.pipeline.cli.main import main as cli_main
+    from vapipe.cli.main import main as cli_main
 
     code = cli_main()
     from vapipe.pipeline import lingering

@@ -33,7 +33,7 @@ from vapipe.pipeline.urls import mask_credentials
 
 if TYPE_CHECKING:
     from vapipe.pipeline.runner import Runner
-    from vapipe.pipeline.shards.supervisor import ShardRunner
+    from vapipe.shards.supervisor import ShardRunner
 
 __all__ = ["Event", "Outcome", "Pipeline"]
 
@@ -313,7 +313,7 @@ class Pipeline:
     def _start(self, spec: ConfigSpec) -> Runner | ShardRunner | None:
         """The run's runner, or None (and :attr:`outcome` set) when it cannot start."""
         from vapipe.pipeline.prepare import prepare_assets
-        from vapipe.pipeline.shards.choice import runner_for
+        from vapipe.shards.choice import runner_for
 
         with self._lock:
             if self._running:

@@ -128,7 +128,7 @@ def test_second_ctrl_c_exits_at_once_during_a_long_drain(tmp_path: Path) -> None
     config.write_text(SLOW_DRAIN)
     log = tmp_path / "stderr.log"
     code = (
-        "import sys, tests.pipeline.stubs; from vapipe.pipeline.cli.main import main; "
+        "import sys, tests.pipeline.stubs; from vapipe.cli.main import main; "
         f"sys.exit(main([{str(config)!r}, '--log-level', 'debug']))"
     )
     with log.open("w") as stderr:

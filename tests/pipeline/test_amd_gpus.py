@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from vapipe.cli import doctor
 from vapipe.pipeline import amd_gpus
-from vapipe.pipeline.cli import doctor
 
 CPU_NODE = "cpu_cores_count 8\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n"
 

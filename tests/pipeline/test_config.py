@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline import stubs  # noqa: F401  (registers test-* stages)
+from vapipe.cli.main import main
 from vapipe.pipeline import config, graph, urls
-from vapipe.pipeline.cli.main import main
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.queues import Leaky
 

@@ -127,7 +127,7 @@ def test_opencv_and_the_numpy_loop_keep_the_same_at_the_boundary() -> None:
 @pytest.fixture(scope="module")
 def candidates() -> list[tuple[str, Detections]]:
     """Raw head candidates (before NMS) of a few frames of each sample clip, both families."""
-    from vapipe.models.calibration import open_model, take_frames
+    from vapipe.quantize.calibration import open_model, take_frames
 
     found = []
     for model in ("yolox-nano", "yolov8n"):

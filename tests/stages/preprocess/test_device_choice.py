@@ -93,7 +93,7 @@ def test_auto_orders_gpus_before_the_rest(monkeypatch) -> None:
 def test_doctor_shows_a_failed_build_in_one_line_and_says_numpy_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from vapipe.pipeline.cli.main import main
+    from vapipe.cli.main import main
 
     listed = cl_kernel.list_devices()
     if not listed:
@@ -115,7 +115,7 @@ def test_doctor_shows_a_failed_build_in_one_line_and_says_numpy_runs(
 
 @pytest.mark.opencl
 def test_doctor_names_the_device_whose_kernel_built(capsys: pytest.CaptureFixture[str]) -> None:
-    from vapipe.pipeline.cli.main import main
+    from vapipe.cli.main import main
 
     chosen = opencl_device()
     assert main(["doctor"]) == 0

@@ -317,7 +317,7 @@ def test_rocdecode_needs_a_rocm_build_of_torch(monkeypatch: pytest.MonkeyPatch) 
 def test_doctor_lists_the_gpu_decoders_and_which_auto_takes(
     fake_nvdec: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vapipe.pipeline.cli import doctor
+    from vapipe.cli import doctor
 
     monkeypatch.setitem(sys.modules, "pyRocVideoDecode", None)
     lines: list[str] = []

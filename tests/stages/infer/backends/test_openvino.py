@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import asset
 from tests.e2e.helpers import FILE_CONFIG, cli, read_events
-from vapipe.pipeline.cli import doctor
+from vapipe.cli import doctor
 from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import openvino
 from vapipe.stages.infer.backends import providers as eps
