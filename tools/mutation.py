@@ -152,7 +152,7 @@ MODULES: dict[str, list[str]] = {
     # Issue 32: rectangular inputs (the rewrite and its check, the size, batching by size)
     # and detecting less often (the schedule, the tracker's gap buffer, lines on detected
     # frames: bytetrack's and counting's parts below).
-    "stages/preprocess/geometry.py": [
+    "stages/model_input.py": [
         "tests/stages/infer/test_rect.py::test_rect_size_pads_to_the_stride_only",
         "tests/stages/preprocess/test_preprocess.py",
     ],

@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 
 from vapipe.pipeline.detections import Detections
-from vapipe.stages.preprocess.geometry import Color, Placement
+from vapipe.stages.model_input import Color, Placement
 
 
 class Family(StrEnum):

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
 
 from vapipe.pipeline.assets import model_entry, resolve_model
 from vapipe.pipeline.errors import ConfigError
@@ -28,28 +25,10 @@ from vapipe.stages.infer.graph_decode import HeadLayout
 from vapipe.stages.infer.heads import Family, conventions, detect_family, layout_problem
 from vapipe.stages.infer.interval import DetectionSchedule
 from vapipe.stages.infer.names import class_names
+from vapipe.stages.model_input import ModelInput
 from vapipe.stages.nms import Selection
-from vapipe.stages.preprocess.geometry import Color, Placement
 
 log = logging.getLogger(__name__)
-
-RECT_STRIDE = 32
-"""The largest stride of YOLO heads: rect inputs are multiples of it."""
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """What the model expects of its input tensor."""
-
-    width: int
-    height: int
-    color: Color
-    scale: float
-    placement: Placement
-    dtype: np.dtype
-    rect: bool = False
-    """The model takes any multiple of :data:`RECT_STRIDE` up to its own size."""
-
 
 # What a backend may offer beyond ``Backend``, each declared here and checked once when the
 # model loads.

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.geometry import Letterbox
-from vapipe.stages.preprocess.geometry import Placement, letterbox_for
+from vapipe.stages.model_input import Placement, letterbox_for
 from vapipe.stages.preprocess.resize_tables import tables
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,15 @@ from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.geometry import Letterbox
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageContext
-from vapipe.stages.infer.model import RECT_STRIDE, Model, ModelInput
+from vapipe.stages.model_input import (
+    RECT_STRIDE,
+    InputModel,
+    LoadedModel,
+    ModelInput,
+    letterbox_for,
+    rect_size,
+)
 from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec
-from vapipe.stages.preprocess.geometry import letterbox_for, rect_size
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +80,7 @@ class PreprocessStage(BatchStage):
     Config = PreprocessConfig
     config: PreprocessConfig
     binds = "downstream"
-    bound: Model | None = None
+    bound: InputModel | None = None
     """The model whose input this node makes (its infer node's)."""
     opencl: Any = None
     front: Any = None
@@ -82,7 +88,7 @@ class PreprocessStage(BatchStage):
     device_name: str | None = None
 
     def bind(self, shared: object | None) -> None:
-        if shared is not None and not isinstance(shared, Model):
+        if shared is not None and not isinstance(shared, InputModel):
             raise ConfigError(f"the node after it shares a {type(shared).__name__}, not a model")
         self.bound = shared
 
@@ -148,7 +154,7 @@ class PreprocessStage(BatchStage):
             self.device_name,
         )
 
-    def _chosen_backend(self, model: Model | None) -> tuple[str, LetterboxProgram | None]:
+    def _chosen_backend(self, model: LoadedModel | None) -> tuple[str, LetterboxProgram | None]:
         """The backend ``auto`` stands for here (the others stand for themselves), and the
         program its OpenCL probe built: a second build would miss the program cache (its key
         is the context, and OpenCLLetterbox would make a new one)."""
@@ -202,7 +208,7 @@ class PreprocessStage(BatchStage):
         self.device_name = "opencl: " + self.opencl.program.describe()
         log.info("%s: OpenCL preprocessing on %s", self.name, self.device_name)
 
-    def _open_torch(self, model: Model | None) -> None:
+    def _open_torch(self, model: LoadedModel | None) -> None:
         from vapipe.stages.preprocess.torch_letterbox import TorchLetterbox
 
         device = model.torch_device if model is not None else None

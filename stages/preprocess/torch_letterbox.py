@@ -23,8 +23,8 @@ import numpy as np
 from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.pipeline.geometry import Letterbox
+from vapipe.stages.model_input import letterbox_for
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
-from vapipe.stages.preprocess.geometry import letterbox_for
 from vapipe.stages.preprocess.opencl import same_shape_runs
 from vapipe.stages.preprocess.resize_tables import tables
 

@@ -7,8 +7,8 @@ import pytest
 
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.stages.model_input import letterbox_for
 from vapipe.stages.nms import NmsConfig, NmsStage, nms, nms_numpy, nms_opencv
-from vapipe.stages.preprocess.geometry import letterbox_for
 
 
 def brute_force_nms(

@@ -225,7 +225,7 @@ def test_an_nms_node_binds_only_to_a_model() -> None:
 def test_what_loading_found_is_read_only_and_a_new_model_is_not_loaded(onnx_file) -> None:  # type: ignore[no-untyped-def]
     import dataclasses
 
-    from vapipe.stages.infer.model import ModelInput
+    from vapipe.stages.model_input import ModelInput
 
     model = Model("det", InferConfig(model=str(onnx_file)))
     assert model.loaded is False and model.backend is None and model.close() == {}
@@ -264,3 +264,19 @@ def test_decode_on_device_false_keeps_the_decode_on_the_host_even_on_a_gpu(  # t
     model = Model("det", InferConfig(model=str(onnx_file), decode_on_device=False))
     NmsStage("nms", NmsConfig()).bind(model)
     assert model.load().device_decoder is None and model.on_device is backend
+
+
+def test_the_preprocess_node_binds_to_a_model_before_it_loads_and_refuses_other_shares(
+    onnx_file: Any,
+) -> None:
+    from vapipe.pipeline.errors import ConfigError
+    from vapipe.stages.model_input import InputModel
+    from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
+
+    model = Model("det", InferConfig(model=str(onnx_file)))
+    assert isinstance(model, InputModel) and not model.loaded
+    pre = PreprocessStage("pre", PreprocessConfig())
+    pre.bind(model)
+    assert pre.bound is model
+    with pytest.raises(ConfigError, match="shares a NmsStage, not a model"):
+        pre.bind(NmsStage("nms", NmsConfig()))

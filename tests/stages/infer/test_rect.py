@@ -18,7 +18,7 @@ from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
 from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
 from vapipe.stages.infer.heads import grid_cells
 from vapipe.stages.infer.stage import InferConfig, InferStage
-from vapipe.stages.preprocess.geometry import rect_size
+from vapipe.stages.model_input import rect_size
 from vapipe.stages.preprocess.stage import PreprocessConfig, PreprocessStage
 
 

@@ -1,13 +1,63 @@
-"""Letterbox geometry shared by every preprocessing backend and by box mapping."""
+"""What a model expects of its input tensor and where a frame's picture goes in it: the
+contract between the node that makes a model's input (preprocess) and the node whose model
+takes it (infer), so that neither imports the other. Every preprocessing backend and the box
+mapping use this geometry."""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
 
 from vapipe.pipeline.geometry import Letterbox
 
 Placement = Literal["center", "top-left"]
 Color = Literal["bgr", "rgb"]
+
+RECT_STRIDE = 32
+"""The largest stride of YOLO heads: rect inputs are multiples of it."""
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """What the model expects of its input tensor."""
+
+    width: int
+    height: int
+    color: Color
+    scale: float
+    placement: Placement
+    dtype: np.dtype
+    rect: bool = False
+    """The model takes any multiple of :data:`RECT_STRIDE` up to its own size."""
+
+
+@runtime_checkable
+class InputModel(Protocol):
+    """What a preprocess node reads of the model it makes the input of (the infer node's
+    ``stages.infer.model.Model``, bound to it when the graph is built, before it loads)."""
+
+    max_batch: int
+    schedule: Any
+    """Which frames the detector sees (``active``, ``due(frame)``): a skipped one gets no
+    input made."""
+    backend: Any
+
+    @property
+    def torch_device(self) -> Any:
+        """The torch device the model runs on, None where it does not run in torch."""
+        ...
+
+    def load(self) -> LoadedModel:
+        """The model, loaded (once, by whichever bound node opens first)."""
+        ...
+
+
+class LoadedModel(InputModel, Protocol):
+    """An :class:`InputModel` once loaded: it knows its input conventions."""
+
+    input: ModelInput
 
 
 def letterbox_for(
