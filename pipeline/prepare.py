@@ -3,13 +3,10 @@ opens: shared by the commands and the Python API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pydantic import BaseModel
-
 from vapipe.pipeline import assets
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.stage import StageConfig
 
 NATIVE_CONFLICTS = (
     (
@@ -56,32 +53,19 @@ def check_local_files(graph: Graph) -> None:
             raise graph.spec.error(exc.message, node=name, key=exc.key) from None
 
 
-def tables(config: BaseModel, prefix: str = "") -> Iterator[tuple[str, BaseModel]]:
-    """(key prefix, table) of a node's config and of every table inside it
-    (``("appearance.", AppearanceConfig)``)."""
-    yield prefix, config
-    for key in type(config).model_fields:
-        value = getattr(config, key)
-        if isinstance(value, BaseModel):
-            yield from tables(value, f"{prefix}{key}.")
-
-
-def models_named(config: BaseModel) -> list[tuple[str, str]]:
-    """(key, value) of every ``model`` key of a node's config and of its tables
-    (``appearance.model``): each is checked before any model loads."""
+def models_named(config: StageConfig) -> list[tuple[str, str]]:
+    """(key, value) of every model a node's config and its tables name (``model``,
+    ``appearance.model``): each is checked before any model loads."""
     return [
-        (f"{prefix}model", model)
-        for prefix, table in tables(config)
-        if "model" in type(table).model_fields
-        and isinstance(model := getattr(table, "model", None), str)
+        (f"{prefix}{key}", model)
+        for prefix, table in config.tables()
+        for key, model in table.models().items()
     ]
 
 
-def native_stacks(config: BaseModel) -> frozenset[str]:
+def native_stacks(config: StageConfig) -> frozenset[str]:
     """The native stacks a node's config and its tables declare (``native_stacks()``)."""
-    return frozenset().union(
-        *(table.native_stacks() for _, table in tables(config) if hasattr(table, "native_stacks"))
-    )
+    return frozenset().union(*(table.native_stacks() for _, table in config.tables()))
 
 
 def check_native_stacks(graph: Graph) -> None:

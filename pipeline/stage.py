@@ -30,6 +30,32 @@ class StageConfig(BaseModel):
     def __str__(self) -> str:
         return mask_credentials(super().__str__())
 
+    # What the runtime and the application ask of a config (or of a table inside it), each
+    # declared here with its default and overridden where a config has it: never read by key.
+
+    def tables(self, prefix: str = "") -> Iterator[tuple[str, StageConfig]]:
+        """(key prefix, table) of this config and of every table inside it
+        (``("appearance.", AppearanceConfig)``, ``("backend.", TorchConfig)``)."""
+        yield prefix, self
+        for key, value in self:
+            if isinstance(value, StageConfig):
+                yield from value.tables(f"{prefix}{key}.")
+
+    def models(self) -> dict[str, str]:
+        """Key -> the model (manifest name or file) this table names: each is found or
+        fetched, and checked, before any model loads."""
+        return {}
+
+    def native_stacks(self) -> frozenset[str]:
+        """Native stacks this table loads that may not share a process with others
+        (``migraphx``, ``vaapi``: pipeline/prepare.py)."""
+        return frozenset()
+
+    def preloads(self) -> tuple[str, ...]:
+        """Modules a shard process imports ahead, in the process it is forked from (a
+        backend's ``torch``), so that each shard does not import them again."""
+        return ()
+
 
 class ParallelConfig(StageConfig):
     """Config of a stage that may run several worker threads (order is kept by the runner)."""
@@ -146,7 +172,7 @@ class Stage:
 
     @property
     def workers(self) -> int:
-        return int(getattr(self.config, "workers", 1))
+        return self.config.workers if isinstance(self.config, ParallelConfig) else 1
 
     def open(self, context: StageContext) -> None:
         """Acquire resources. Called before any item, downstream stages first."""
@@ -213,6 +239,23 @@ class Stage:
         or another node's output."""
         return []
 
+    @classmethod
+    def media_folder(cls, config: Any) -> str | None:
+        """The folder of the files its events name (snapshots, clips): the service serves it
+        under ``/media/``. None for a node that writes none."""
+        return None
+
+    @classmethod
+    def history_file(cls, config: Any) -> str | None:
+        """The event history it keeps (SQLite), which the service searches; None for others."""
+        return None
+
+    @classmethod
+    def for_restart(cls, config: Any, restart: int) -> Any:
+        """Its config in a shard started again for the ``restart``-th time: a node that writes
+        files of its own per run writes the restart's own (not over the first run's)."""
+        return config
+
 
 class BatchStage(Stage):
     """A stage that takes batches: the runner gathers up to ``max_batch`` items or waits
@@ -245,6 +288,23 @@ class SourceStage(Stage):
     def files_read(cls, config: Any) -> list[str | Names]:
         """Local files this source reads (none for cameras and URLs)."""
         return []
+
+    @classmethod
+    def uri_of(cls, config: Any) -> str:
+        """Where its frames come from, as configured (credentials and all: callers mask it)."""
+        return ""
+
+    @classmethod
+    def open_timeout_s(cls, config: Any) -> float | None:
+        """How long opening it may take before it is given up (a service's added stream);
+        None: no limit of its own."""
+        return None
+
+    @classmethod
+    def decodes_on_gpu(cls, config: Any) -> bool:
+        """Whether its pictures are decoded on a GPU's video decoders (then ``shards =
+        "auto"`` counts fewer cores per shard)."""
+        return False
 
     def total_frames(self) -> int | None:
         """Frames expected, when known (drives the progress bar)."""

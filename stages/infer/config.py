@@ -71,3 +71,6 @@ class InferConfig(StageConfig):
     to the model, so the provider returns 6 numbers per anchor instead of the raw head
     (84-85), and the nms node runs as usual. Default: on for GPUs and other accelerator
     providers, off on the CPU (where ``true`` works too)."""
+
+    def models(self) -> dict[str, str]:
+        return {"model": self.model}

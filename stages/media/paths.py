@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,3 +86,12 @@ def paths_for(template: str, source_ids: Sequence[str]) -> list[str]:
         if not Path(path).name or path.endswith(("/", os.sep)) or os.path.isdir(path):
             raise ConfigError(f"'{path}' is a folder: the path must name a file", key="path")
     return paths
+
+
+def restart_path(template: str, restart: int) -> str:
+    """The template a shard started again for the ``restart``-th time writes to, beside the
+    first run's files: ``out/{source_id}.mp4`` -> ``out/{source_id}.restart1.mp4``."""
+    match = re.search(r"(\.[A-Za-z0-9]+)$", template)
+    if match is None:
+        return f"{template}.restart{restart}"
+    return f"{template[: match.start()]}.restart{restart}{match.group(1)}"

@@ -58,6 +58,10 @@ class ObjectModelConfig(StageConfig):
 
     model: str
     """A manifest name (``mobilefacenet``, ``yunet``...) or a path to an ONNX file."""
+
+    def models(self) -> dict[str, str]:
+        return {"model": self.model}
+
     on_classes: list[str] | None = None
     """Class names of the objects it runs on (``["car", "truck"]``); default: every tracked
     object (or every box of ``on``)."""

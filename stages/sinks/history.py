@@ -57,6 +57,10 @@ class HistorySink(Stage):
     _thread: threading.Thread | None = None
 
     @classmethod
+    def history_file(cls, config: HistoryConfig) -> str | None:
+        return config.path
+
+    @classmethod
     def files_written(cls, config: HistoryConfig, source_ids: Sequence[str]) -> list[str | Names]:
         return [config.path, f"{config.path}-wal", f"{config.path}-shm"]
 

@@ -58,6 +58,10 @@ class MediaSink(Stage, Generic[Item]):
     writer: Writer[Item] | None = None
     """The writer thread's end, once open."""
 
+    @classmethod
+    def media_folder(cls, config: MediaConfig) -> str | None:
+        return config.dir
+
     def open_media(self, write: Callable[[Item], None]) -> None:
         cfg = self.config
         self.root = Path(cfg.dir)

@@ -17,25 +17,21 @@ from typing import Any
 
 import av
 
-from vapipe.pipeline.assets import SAMPLE_SCHEME, Kind, manifest_entries
 from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.pipeline.errors import ConfigError, PipelineError
 from vapipe.pipeline.frame import Frame, Message, StreamInfo
-from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import SourceStage, StageContext
+from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.source.backoff import Backoff
 from vapipe.stages.source.config import SourceConfig
+from vapipe.stages.source.declared import ConfiguredSource
 from vapipe.stages.source.decoded import DecodedI420
 from vapipe.stages.source.hardware import DecoderChoice
 from vapipe.stages.source.images import image_paths
 from vapipe.stages.source.inputs import (
     check_delivered,
-    check_inputs,
-    files_read,
     input_spec,
-    is_live,
     spec_of,
 )
 from vapipe.stages.source.opening import (
@@ -56,7 +52,7 @@ DEFAULT_INTERVAL_S = 0.04  # one frame of a stream that does not say its rate
 
 
 @register("source")
-class VideoSource(SourceStage):
+class VideoSource(ConfiguredSource):
     """Frames of one input, in decode order, ``seq`` from 0."""
 
     Config = SourceConfig
@@ -80,30 +76,6 @@ class VideoSource(SourceStage):
         self._images: list[str] | None = None
         self.packets = PacketFeed(name, [])
         self.decoders = DecoderChoice(name, config)
-
-    @classmethod
-    def is_live(cls, config: SourceConfig) -> bool:
-        return is_live(config)
-
-    @classmethod
-    def source_id_of(cls, name: str, config: SourceConfig) -> str:
-        return config.source_id or name
-
-    @classmethod
-    def assets_needed(cls, config: SourceConfig) -> list[tuple[Kind, str]]:
-        if config.uri.startswith(SAMPLE_SCHEME):
-            name = config.uri[len(SAMPLE_SCHEME) :]
-            if name in manifest_entries("media"):
-                return [("media", name)]
-        return []
-
-    @classmethod
-    def files_read(cls, config: SourceConfig) -> list[str | Names]:
-        return files_read(config.uri)
-
-    @classmethod
-    def check_inputs(cls, config: SourceConfig) -> None:
-        check_inputs(config.uri)  # a file that is not there fails before any model loads
 
     def open(self, context: StageContext) -> None:
         cfg = self.config

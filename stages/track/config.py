@@ -29,6 +29,10 @@ class AppearanceConfig(StageConfig):
 
     model: str = "person-reid"
     """A manifest name or a path to an ONNX file whose one output is a vector per crop."""
+
+    def models(self) -> dict[str, str]:
+        return {"model": self.model}
+
     classes: list[str] = Field(default_factory=lambda: ["person"])
     """Class names whose detections are embedded (what the model was trained on)."""
     proximity: float = Field(0.5, ge=0, le=1)

@@ -14,14 +14,17 @@ from starlette.responses import JSONResponse
 from starlette.testclient import TestClient
 
 from tests.stages.events.test_history import T0, crossing
+from vapipe.pipeline import registry
 from vapipe.serve.history_api import history_routes, seconds
 from vapipe.serve.streams import StreamError
 from vapipe.stages.events.store import EventStore
 
 
 def node(type_name: str, **config: Any) -> SimpleNamespace:
-    return SimpleNamespace(stage_cls=SimpleNamespace(type_name=type_name),
-                           config=SimpleNamespace(**config))  # fmt: skip
+    """A graph node of the registered stage type (what it declares is asked of the class)
+    with just the keys given."""
+    registry.load()
+    return SimpleNamespace(stage_cls=registry.lookup(type_name), config=SimpleNamespace(**config))
 
 
 def client(*nodes: SimpleNamespace) -> TestClient:

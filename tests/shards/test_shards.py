@@ -8,7 +8,8 @@ from vapipe.pipeline.config import parse
 from vapipe.pipeline.errors import ConfigError
 from vapipe.shards.plan import partition, shard_count
 from vapipe.shards.stats import add_queue, add_stage
-from vapipe.shards.worker import restart_path, subset
+from vapipe.shards.worker import subset
+from vapipe.stages.media.paths import restart_path
 
 CONFIG = """\
 links = ["a ! pre", "b ! pre", "c ! pre ! det ! nms ! video", "nms ! events"]

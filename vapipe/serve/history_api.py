@@ -30,19 +30,24 @@ UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def history_path(graph: Graph) -> Path | None:
+    """The history the graph's history node keeps (the stage declares it), if it has one."""
     for node in graph.nodes.values():
-        if node.stage_cls.type_name == "history":
-            return Path(str(getattr(node.config, "path", "")))
+        path = node.stage_cls.history_file(node.config)
+        if path is not None:
+            return Path(path)
     return None
 
 
 def media_dirs(graph: Graph) -> list[Path]:
+    """The folders whose files the graph's events name (the stages declare them)."""
     found: list[Path] = []
     for node in graph.nodes.values():
-        if node.stage_cls.type_name in ("snapshots", "clips"):
-            folder = Path(os.path.realpath(str(getattr(node.config, "dir", ""))))
-            if folder not in found:
-                found.append(folder)
+        folder_name = node.stage_cls.media_folder(node.config)
+        if folder_name is None:
+            continue
+        folder = Path(os.path.realpath(folder_name))
+        if folder not in found:
+            found.append(folder)
     return found
 
 

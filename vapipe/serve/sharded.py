@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from vapipe.pipeline.graph import Graph, source_id_of
+from vapipe.pipeline.graph import Graph, source_id_of, source_type
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.serve.event_hub import EventHub
 from vapipe.serve.shard_side import ShardService
@@ -234,8 +234,9 @@ class ShardedService(Streams):
         if stream_id in self.added:
             return str(self.added[stream_id]["uri"])
         for name in self.graph.sources:
-            if source_id_of(self.graph.nodes[name]) == stream_id:
-                return str(getattr(self.graph.nodes[name].config, "uri", ""))
+            node = self.graph.nodes[name]
+            if source_id_of(node) == stream_id:
+                return source_type(node).uri_of(node.config)
         return ""
 
     def ready(self) -> tuple[bool, str]:

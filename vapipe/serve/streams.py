@@ -287,7 +287,7 @@ class Service(Streams):
             self._opening[spec.name] = 0
             self.specs[spec.name] = spec
         try:
-            timeout_s = getattr(spec.config, "open_timeout_s", None)
+            timeout_s = source_type(spec).open_timeout_s(spec.config)
             self.runner.add_source(spec.name, spec, str(self.template), timeout_s)
         except (ConfigError, PipelineError) as exc:
             with self._lock:

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from vapipe.pipeline.config import ConfigSpec
-from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.graph import Graph, source_type
 from vapipe.pipeline.runner import Runner
 from vapipe.shards.plan import shard_count
 from vapipe.shards.supervisor import ShardRunner
-from vapipe.stages.source.config import DEVICE_DECODERS
 
 
 def runner_for(
@@ -28,7 +27,7 @@ def runner_for(
     cluster that cannot be reached raises :class:`ConfigError`."""
     # hwaccel "auto" counts: where no GPU decoder works, the log says so and why.
     gpu_decoded = bool(graph.sources) and all(
-        getattr(graph.nodes[name].config, "hwaccel", None) in DEVICE_DECODERS
+        source_type(graph.nodes[name]).decodes_on_gpu(graph.nodes[name].config)
         for name in graph.sources
     )
     shards = shard_count(spec.settings.shards, len(graph.sources), gpu_decoded=gpu_decoded)

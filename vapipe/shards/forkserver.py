@@ -24,21 +24,13 @@ BASE = ["numpy", "cv2", "av", "vapipe.shards.worker", "vapipe.pipeline.runner"]
 
 
 def preloaded(graph: Graph) -> list[str]:
-    """What the graph's shards will import: its stages' modules, onnxruntime for infer nodes,
-    torch where an infer node runs it (``auto`` too, on a machine with a GPU driver)."""
-    from vapipe.stages.infer.backends.choice import GPU_DEVICE_NODES
-
-    gpu_driver = any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+    """What the graph's shards will import: its stages' modules, and what their configs
+    declare (``preloads``: onnxruntime for a backend, torch where it may run)."""
     modules = list(BASE)
     for spec in graph.nodes.values():
         modules.append(spec.stage_cls.__module__)
-        backend = getattr(spec.config, "backend", None)
-        kind = getattr(backend, "type", None)
-        if kind is None:
-            continue
-        modules.append("onnxruntime")
-        if kind == "torch" or (kind == "auto" and gpu_driver):
-            modules.append("torch")
+        for _, table in spec.config.tables():
+            modules.extend(table.preloads())
     return [m for m in dict.fromkeys(modules) if importlib.util.find_spec(m) is not None]
 
 

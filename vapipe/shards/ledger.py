@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from vapipe.pipeline.graph import Graph, source_id_of
+from vapipe.pipeline.graph import Graph, source_id_of, source_type
 from vapipe.pipeline.urls import mask_credentials
 
 Resume = tuple[int, float | None, float | None]
@@ -42,7 +42,7 @@ class Ledger:
         self.sources: dict[str, Delivered] = {}
         for node_name in graph.sources:
             node = graph.nodes[node_name]
-            uri = str(getattr(node.config, "uri", node_name))
+            uri = source_type(node).uri_of(node.config) or node_name
             self.track(source_id_of(node), node_name, uri, like=node_name)
 
     def track(self, source_id: str, node: str, uri: str, like: str) -> None:

@@ -15,7 +15,6 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
-import re
 import resource
 import signal
 import sys
@@ -104,26 +103,14 @@ def subset(spec: ConfigSpec, sources: tuple[str, ...], restart: int = 0) -> Conf
     for name, node in spec.nodes.items():
         if name in dropped:
             continue
-        path = getattr(node.config, "path", None)
-        if restart and isinstance(path, str) and path != "-" and not node.stage_cls.writes_records:
-            node = NodeSpec(
-                node.name,
-                node.stage_cls,
-                node.config.model_copy(update={"path": restart_path(path, restart)}),
-                node.line,
-            )
+        if restart:
+            config = node.stage_cls.for_restart(node.config, restart)
+            if config is not node.config:
+                node = NodeSpec(node.name, node.stage_cls, config, node.line)
         nodes[name] = node
     return ConfigSpec(
         spec.file, spec.settings, nodes, links, spec.links_line, queues, spec.text, spec.serve
     )
-
-
-def restart_path(template: str, restart: int) -> str:
-    """``out/{source_id}.mp4`` -> ``out/{source_id}.restart1.mp4``."""
-    match = re.search(r"(\.[A-Za-z0-9]+)$", template)
-    if match is None:
-        return f"{template}.restart{restart}"
-    return f"{template[: match.start()]}.restart{restart}{match.group(1)}"
 
 
 class RecordTap(Stage):

@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 
 from vapipe.stages.infer.backends import openvino
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
+from vapipe.stages.infer.backends.config import GPU_DEVICE_NODES, OnnxRuntimeConfig, TorchConfig
 
 COMPILING = ("migraphx", "tensorrt")
 OTHER_ACCELERATORS = ("rocm", "cuda", "openvino")
@@ -29,9 +29,6 @@ RUNTIME_LIBRARIES = {
 }
 """onnxruntime lists the providers it was built with, loadable or not: onnxruntime-gpu offers
 TensorRT on machines without TensorRT (the session then falls back to CUDA)."""
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
-"""NVIDIA's and AMD's (ROCm) kernel drivers: without either, importing torch (seconds) to ask
-for a GPU is not worth it."""
 
 
 def torch_gpu() -> str | None:

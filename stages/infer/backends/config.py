@@ -6,12 +6,17 @@ A key that belongs to another backend is an error (``device`` under onnxruntime,
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.infer.backends.host_wait import HostWait
+
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
+"""NVIDIA's and AMD's (ROCm) kernel drivers: without either, importing torch (seconds) to ask
+for a GPU is not worth it."""
 
 
 class OnnxRuntimeConfig(StageConfig):
@@ -42,6 +47,9 @@ class OnnxRuntimeConfig(StageConfig):
     core). When an accelerator is chosen, its session keeps ONNX Runtime's own pool: the few
     nodes it leaves on the CPU ran 2.8x slower on one thread (CUDA, H200)."""
 
+    def preloads(self) -> tuple[str, ...]:
+        return ("onnxruntime",)
+
     def native_stacks(self) -> frozenset[str]:
         """``migraphx`` where this session would load it (ROCm's own LLVM: see
         pipeline/prepare.py): asked for by name, or ``auto`` where onnxruntime offers it."""
@@ -56,6 +64,10 @@ class TorchConfig(StageConfig):
 
     type: Literal["torch"] = "torch"
     """The backend: ``torch``."""
+
+    def preloads(self) -> tuple[str, ...]:
+        return ("onnxruntime", "torch")  # onnxruntime: the conversion is checked against it
+
     device: str = "auto"
     """Torch device (``cuda``, ``cuda:1``, ``cpu``); ``auto`` picks the GPU when there is one
     (ROCm builds of PyTorch call it ``cuda`` too)."""
@@ -88,6 +100,11 @@ class AutoConfig(StageConfig):
 
     type: Literal["auto"] = "auto"
     """The backend: ``auto``."""
+
+    def preloads(self) -> tuple[str, ...]:
+        """torch too on a machine with a GPU driver, where ``auto`` may pick it."""
+        gpu_driver = any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+        return ("onnxruntime", "torch") if gpu_driver else ("onnxruntime",)
 
     def native_stacks(self) -> frozenset[str]:
         """``migraphx`` where ``auto`` would pick it: onnxruntime offers it here."""
