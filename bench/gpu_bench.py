@@ -172,9 +172,8 @@ def torch_part(repeats: int) -> dict[str, Any]:
 def torch_model(model: str, size: int, scale: float, repeats: int) -> list[dict[str, Any]]:
     import torch
 
-    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
-    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
-    from vapipe.stages.infer.backends.pytorch import TorchBackend
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
+    from vapipe.stages.infer.backends.pytorch import TorchBackend, TorchConfig
 
     runs = []
     path = str(resolve_model(model))

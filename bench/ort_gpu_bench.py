@@ -30,8 +30,7 @@ from bench import harness  # noqa: E402
 
 def standalone(repeats: int) -> dict[str, Any]:
     from vapipe.pipeline.assets import resolve_model
-    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
 
     started = time.monotonic()
     backend = OnnxBackend(

@@ -36,8 +36,7 @@ def onnxruntime_cuda(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats:
     the raw head decoded with numpy, and the decode appended to the model (what the pipeline
     does on accelerators by default)."""
     from vapipe.pipeline.assets import resolve_model
-    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
     from vapipe.stages.infer.graph_decode import HeadLayout
     from vapipe.stages.infer.heads import Family
     from vapipe.stages.nms import NmsConfig, NmsStage
@@ -125,8 +124,7 @@ def standalone(clip: Path, batches: tuple[int, ...] = (1, 8, 32), repeats: int =
     the model alone with its input already on the GPU."""
 
     from vapipe.pipeline.assets import resolve_model
-    from vapipe.stages.infer.backends.config import TorchConfig
-    from vapipe.stages.infer.backends.pytorch import TorchBackend
+    from vapipe.stages.infer.backends.pytorch import TorchBackend, TorchConfig
 
     frames = letterboxed_frames(clip, max(batches))
     report: dict[str, Any] = {}

@@ -8,7 +8,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from vapipe.pipeline.stage import StageConfig
-from vapipe.stages.infer.backends.config import AutoConfig, BackendConfig, backend_shorthand
+from vapipe.stages.infer.backends.choice import AutoConfig
+from vapipe.stages.infer.backends.config import BackendConfig, backend_shorthand
 
 
 class InferConfig(StageConfig):

@@ -9,7 +9,8 @@ import pytest
 
 from vapipe.pipeline.prepare import models_named, native_stacks
 from vapipe.pipeline.stage import Stage, StageConfig
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
+from vapipe.stages.infer.backends.onnx_runtime import OnnxRuntimeConfig
+from vapipe.stages.infer.backends.pytorch import TorchConfig
 from vapipe.stages.infer.config import InferConfig
 from vapipe.stages.sinks.clips import ClipsConfig, ClipsSink
 from vapipe.stages.sinks.events import EventsConfig, EventsSink

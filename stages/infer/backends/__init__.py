@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from vapipe.stages.infer.backends.base import Backend
+from vapipe.stages.infer.backends.registry import Request, types
 
 if TYPE_CHECKING:
     from vapipe.stages.infer.backends.config import BackendConfig
@@ -23,20 +24,8 @@ def load_backend(
     workers: int = 1,
     rect: bool = False,
 ) -> Backend:
-    """The backend that ``config.type`` names, with ``path`` loaded and verified. ``head``
-    chooses the YOLO head to decode inside the model on onnxruntime (see OnnxBackend);
-    ``rect`` asks onnxruntime for a model that takes other input sizes."""
-    if config.type == "auto":
-        from vapipe.stages.infer.backends.choice import resolve
-
-        config, why = resolve()
-        log.info("%s: backend %s (auto: %s)", name, config.type, why)
-    if config.type == "torch":
-        from vapipe.stages.infer.backends.pytorch import TorchBackend
-
-        return TorchBackend(path, name=name, config=config, max_batch=max_batch)
-    from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
-
-    return OnnxBackend(
-        path, name=name, config=config, max_batch=max_batch, head=head, workers=workers, rect=rect
-    )
+    """The backend that ``config.type`` names (registry.py), with ``path`` loaded and
+    verified. ``head`` chooses the YOLO head to decode inside the model where the backend can
+    (onnxruntime); ``rect`` asks for a model that takes other input sizes."""
+    request = Request(path, name, max_batch, head, workers, rect)
+    return types()[config.type].load(config, request)

@@ -13,13 +13,18 @@ Decided from what is installed, without loading a model twice:
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Collection, Sequence
+from typing import Literal
 
 from vapipe.stages.infer.backends import openvino
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.infer.backends.config import GPU_DEVICE_NODES, OnnxRuntimeConfig, TorchConfig
+from vapipe.stages.infer.backends.base import Backend
+from vapipe.stages.infer.backends.onnx_runtime import OnnxRuntimeConfig
+from vapipe.stages.infer.backends.pytorch import TorchConfig
+from vapipe.stages.infer.backends.registry import BackendSettings, Request, backend, types
 
 COMPILING = ("migraphx", "tensorrt")
 OTHER_ACCELERATORS = ("rocm", "cuda", "openvino")
@@ -29,6 +34,39 @@ RUNTIME_LIBRARIES = {
 }
 """onnxruntime lists the providers it was built with, loadable or not: onnxruntime-gpu offers
 TensorRT on machines without TensorRT (the session then falls back to CUDA)."""
+
+
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")
+"""NVIDIA's and AMD's (ROCm) kernel drivers: without either, importing torch (seconds) to ask
+for a GPU is not worth it."""
+
+log = logging.getLogger(__name__)
+
+
+class AutoConfig(BackendSettings):
+    """The backend chosen at load from what this machine has: onnxruntime with MIGraphX or
+    TensorRT, else PyTorch on a GPU, else onnxruntime with CUDA, ROCm or OpenVINO, else
+    onnxruntime on the CPU. The log says which and why; for any setting, name the type."""
+
+    type: Literal["auto"] = "auto"
+    """The backend: ``auto``."""
+
+    def preloads(self) -> tuple[str, ...]:
+        """torch too on a machine with a GPU driver, where ``auto`` may pick it."""
+        gpu_driver = any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+        return ("onnxruntime", "torch") if gpu_driver else ("onnxruntime",)
+
+    def native_stacks(self) -> frozenset[str]:
+        """``migraphx`` where ``auto`` would pick it: onnxruntime offers it here."""
+        return eps.migraphx_offered()
+
+
+@backend("auto", AutoConfig)
+def load(config: AutoConfig, request: Request) -> Backend:
+    """The backend this machine runs best (``resolve``), loaded."""
+    chosen, why = resolve()
+    log.info("%s: backend %s (auto: %s)", request.name, chosen.type, why)
+    return types()[chosen.type].load(chosen, request)
 
 
 def torch_gpu() -> str | None:

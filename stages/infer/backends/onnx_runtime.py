@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import openvino
@@ -24,7 +23,7 @@ from vapipe.stages.infer.backends.base import (
     relative_error,
 )
 from vapipe.stages.infer.backends.batch_dynamic import DTYPES, dynamic_model
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
+from vapipe.stages.infer.backends.registry import BackendSettings, Request, backend
 from vapipe.stages.infer.graph_decode import CANDIDATES, HeadLayout, append_decode, unsupported
 
 log = logging.getLogger(__name__)
@@ -43,6 +42,46 @@ def model_info(session: Any) -> ModelInfo:
         list(model_out.shape),
         dict(session.get_modelmeta().custom_metadata_map),
     )
+
+
+class OnnxRuntimeConfig(BackendSettings):
+    """ONNX Runtime, on the first execution provider available in ``providers``."""
+
+    type: Literal["onnxruntime"] = "onnxruntime"
+    """The backend: ``onnxruntime``, ``torch``, or ``auto`` (the default when the node has no
+    backend table; a table without ``type`` is ``onnxruntime``)."""
+    providers: str | list[str] = "auto"
+    """Execution providers in order of preference (``migraphx``, ``rocm``, ``tensorrt``,
+    ``cuda``, ``openvino``, ``cpu`` or full names), or ``auto`` for that order. Unavailable
+    ones are skipped with a warning; CPU always ends the list."""
+    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per provider options, passed through as they are, over the defaults, e.g.
+    ``{ migraphx = { migraphx_exhaustive_tune = 0 } }`` or
+    ``{ openvino = { device_type = "NPU" } }`` (OpenVINO's default: its first GPU, else
+    its first NPU, else the CPU; one stream per worker)."""
+    fp16: bool = False
+    """Half precision where the provider supports it (MIGraphX, TensorRT, OpenVINO)."""
+    cache_dir: str | None = None
+    """Compiled-model cache for MIGraphX / TensorRT / OpenVINO, so restarts do not recompile.
+    Unset: OpenVINO's blobs go to ``$XDG_CACHE_HOME/vapipe/openvino``, the others keep none;
+    ``off``: none for any."""
+    io_binding: Literal["auto", "on", "off"] = "auto"
+    """IO binding; ``auto`` uses it on every provider but the CPU."""
+    threads: int = Field(0, ge=0, le=256)
+    """Intra-op threads per call on the CPU provider; 0 lets ONNX Runtime choose (one per
+    core). When an accelerator is chosen, its session keeps ONNX Runtime's own pool: the few
+    nodes it leaves on the CPU ran 2.8x slower on one thread (CUDA, H200)."""
+
+    def preloads(self) -> tuple[str, ...]:
+        return ("onnxruntime",)
+
+    def native_stacks(self) -> frozenset[str]:
+        """``migraphx`` where this session would load it (ROCm's own LLVM: see
+        pipeline/prepare.py): asked for by name, or ``auto`` where onnxruntime offers it."""
+        named = [self.providers] if isinstance(self.providers, str) else self.providers
+        if any(n.lower() in ("migraphx", "migraphxexecutionprovider") for n in named):
+            return frozenset({"migraphx"})
+        return eps.migraphx_offered() if self.providers == "auto" else frozenset()
 
 
 class OnnxBackend:
@@ -120,7 +159,7 @@ class OnnxBackend:
         self.placement: dict[str, int] = {}
         self.cpu_ops: dict[str, int] = {}
         if not on_cpu_only:
-            self.placement, cpu_ops = self._placement(self.session)
+            self.placement, cpu_ops = eps.placement(self, self.session)
             self.cpu_ops = cpu_ops if len(self.placement) > 1 else {}
         self.max_error: float | None = None
         if self.device != eps.CPU:
@@ -294,41 +333,6 @@ class OnnxBackend:
     def _cpu_session(self, model: str | bytes) -> Any:
         return self._session(model, [eps.CPU], [{}])
 
-    def _placement(self, session: Any) -> tuple[dict[str, int], dict[str, int]]:
-        """Kernels per provider, and the CPU's by op type, from one profiled warm-up run:
-        ONNX Runtime may silently put nodes that the accelerator cannot take on the CPU."""
-        shape = concrete_shape(self.info)
-        try:
-            session.run(None, {self.info.input_name: np.zeros(shape, self.info.input_dtype)})
-            profile = session.end_profiling()
-            with open(profile, encoding="utf-8") as handle:
-                events = json.load(handle)
-            os.unlink(profile)
-        except Exception as exc:  # a report, never a reason to fail the run
-            log.debug("%s: node placement unknown: %s", self.name, exc)
-            return {}, {}
-        kernels = [
-            event["args"]
-            for event in events
-            if event.get("cat") == "Node"
-            and "provider" in event.get("args", {})
-            and event["name"].endswith("_kernel_time")
-        ]
-        counts = Counter(args["provider"] for args in kernels)
-        on_cpu = Counter(
-            args.get("op_name", "?") for args in kernels if args["provider"] == eps.CPU
-        )
-        if counts.get(eps.CPU) and len(counts) > 1:
-            log.warning(
-                "%s: %d of %d kernels run on the CPU, not on %s (%s)",
-                self.name,
-                counts[eps.CPU],
-                sum(counts.values()),
-                self.device,
-                ", ".join(f"{op} x{n}" for op, n in on_cpu.most_common()),
-            )
-        return dict(counts), dict(on_cpu)
-
     def run(self, batch: np.ndarray) -> np.ndarray:
         count = batch.shape[0]
         largest = self.batch_sizes[-1] if self.batch_sizes else count
@@ -370,3 +374,11 @@ class OnnxBackend:
     def close(self) -> None:
         self.sessions.clear()
         self.session = None
+
+
+@backend("onnxruntime", OnnxRuntimeConfig)
+def load(config: OnnxRuntimeConfig, request: Request) -> OnnxBackend:
+    return OnnxBackend(
+        request.path, name=request.name, config=config, max_batch=request.max_batch,
+        head=request.head, workers=request.workers, rect=request.rect,
+    )  # fmt: skip

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from vapipe.pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
-    from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
+    from vapipe.stages.infer.backends.onnx_runtime import OnnxRuntimeConfig
 
 log = logging.getLogger(__name__)
 

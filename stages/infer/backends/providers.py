@@ -8,12 +8,18 @@ the CPU provider always ends the list, so a node that no accelerator takes still
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import openvino
+from vapipe.stages.infer.backends.base import concrete_shape
 
 ALIASES: dict[str, str] = {
     "migraphx": "MIGraphXExecutionProvider",
@@ -155,3 +161,46 @@ def check_started(stage: str, requested: str | Sequence[str], wanted: str, got: 
         # The stage runner puts the stage's name in front.
         raise PipelineError(message + "; fix its provider_options or name another provider")
     log.warning("%s: %s", stage, message)
+
+
+def migraphx_offered() -> frozenset[str]:
+    """``{"migraphx"}`` when the installed onnxruntime offers the MIGraphX provider."""
+    import onnxruntime
+
+    offered = "MIGraphXExecutionProvider" in onnxruntime.get_available_providers()
+    return frozenset({"migraphx"}) if offered else frozenset()
+
+
+def placement(backend: Any, session: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Kernels per provider, and the CPU's by op type, from one profiled warm-up run of a
+    backend's session (its ``info``, ``name``, ``device``): ONNX Runtime may silently put nodes
+    that the accelerator cannot take on the CPU."""
+    shape = concrete_shape(backend.info)
+    try:
+        session.run(None, {backend.info.input_name: np.zeros(shape, backend.info.input_dtype)})
+        profile = session.end_profiling()
+        with open(profile, encoding="utf-8") as handle:
+            events = json.load(handle)
+        os.unlink(profile)
+    except Exception as exc:  # a report, never a reason to fail the run
+        log.debug("%s: node placement unknown: %s", backend.name, exc)
+        return {}, {}
+    kernels = [
+        event["args"]
+        for event in events
+        if event.get("cat") == "Node"
+        and "provider" in event.get("args", {})
+        and event["name"].endswith("_kernel_time")
+    ]
+    counts = Counter(args["provider"] for args in kernels)
+    on_cpu = Counter(args.get("op_name", "?") for args in kernels if args["provider"] == CPU)
+    if counts.get(CPU) and len(counts) > 1:
+        log.warning(
+            "%s: %d of %d kernels run on the CPU, not on %s (%s)",
+            backend.name,
+            counts[CPU],
+            sum(counts.values()),
+            backend.device,
+            ", ".join(f"{op} x{n}" for op, n in on_cpu.most_common()),
+        )
+    return dict(counts), dict(on_cpu)

@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -23,13 +23,48 @@ from vapipe.stages.infer.backends.base import (
     relative_error,
 )
 from vapipe.stages.infer.backends.batch_dynamic import make_batch_dynamic
-from vapipe.stages.infer.backends.config import TorchConfig
 from vapipe.stages.infer.backends.cuda_graphs import GraphedBatches, first_output, specialise
 from vapipe.stages.infer.backends.fx_rewrites import fuse_silu
-from vapipe.stages.infer.backends.host_wait import set_host_wait
+from vapipe.stages.infer.backends.host_wait import HostWait, set_host_wait
+from vapipe.stages.infer.backends.registry import BackendSettings, Request, backend
 from vapipe.stages.infer.backends.torch_cache import Entry, ModelCache, cache_root
+from vapipe.stages.infer.backends.torch_convert import FirstOutput, bridge_newer_opsets
 
 log = logging.getLogger(__name__)
+
+
+class TorchConfig(BackendSettings):
+    """PyTorch on its GPU (CUDA or ROCm builds) via onnx2torch: ``pip install 'vapipe[torch]'``."""
+
+    type: Literal["torch"] = "torch"
+    """The backend: ``torch``."""
+
+    def preloads(self) -> tuple[str, ...]:
+        return ("onnxruntime", "torch")  # onnxruntime: the conversion is checked against it
+
+    device: str = "auto"
+    """Torch device (``cuda``, ``cuda:1``, ``cpu``); ``auto`` picks the GPU when there is one
+    (ROCm builds of PyTorch call it ``cuda`` too)."""
+    fp16: bool = False
+    """Half precision weights and inputs (checked against onnxruntime at load, looser)."""
+    cuda_graphs: bool | None = None
+    """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
+    (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
+    GPU devices. Where capture fails the model runs op by op, with a warning."""
+    host_wait: HostWait = "sleep"
+    """How a thread waiting for the GPU waits: ``sleep`` (blocked until the GPU signals, its
+    core free for other work meanwhile), ``auto`` (the driver's choice: it spins while the
+    process has fewer contexts than the machine has cores), ``yield`` or ``spin``. Set before
+    the device's context is made; the log says if it was too late. On the H200 machine,
+    16 x 1080p in 8 shards with torch preprocessing: ``sleep`` 1,639 and 1,617 frames/s,
+    ``auto`` 1,433 and 1,393 (two threads per shard wait for the GPU, each spinning on a core
+    the decoders need; bench/results/streams/variants_torch_pre.json)."""
+    cache_dir: str = "auto"
+    """The compiled-model cache: the converted model traced per batch size, with its check
+    against onnxruntime, so a restart neither converts nor checks again (and imports neither
+    onnx nor onnx2torch). Keyed by the model's sha256, the torch/onnx2torch/vapipe versions,
+    the device, dtype and batch sizes; a corrupt entry is rebuilt. ``auto``:
+    ``$XDG_CACHE_HOME/vapipe/compiled`` (``~/.cache/vapipe/compiled``); ``off``: none."""
 
 
 class TorchBackend:
@@ -149,7 +184,7 @@ class TorchBackend:
             ) from None
         rewrite = make_batch_dynamic(path)
         model = onnx.load_from_string(rewrite.model) if rewrite.model else onnx.load(path)
-        bridged = _bridge_newer_opsets(model)
+        bridged = bridge_newer_opsets(model)
         if bridged:
             log.info(
                 "%s: onnx2torch has no converter for %s; using the nearest older one, "
@@ -190,7 +225,7 @@ class TorchBackend:
                 for _ in range(2)
             )
             with torch.inference_mode():
-                fixed = _FirstOutput(specialise(torch, self.module, traced_on))
+                fixed = FirstOutput(specialise(torch, self.module, traced_on))
             with torch.no_grad(), warnings.catch_warnings():
                 # The tracer warns of every shape read from a tensor: at a fixed shape those
                 # are constants, and the check below runs the trace on other input.
@@ -340,49 +375,6 @@ class TorchBackend:
         self.graphs = None
 
 
-class _FirstOutput:
-    """A module's first output only, so that a traced module returns one tensor."""
-
-    def __new__(cls, module: Any) -> Any:
-        import torch
-
-        class FirstOutput(torch.nn.Module):
-            def __init__(self, inner: Any) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, batch: Any) -> Any:
-                return first_output(self.inner(batch))
-
-        return FirstOutput(module)
-
-
-def _bridge_newer_opsets(model: Any) -> list[str]:
-    """Register, for ops whose opset version onnx2torch lacks, its nearest older converter.
-
-    Newer opsets mostly add optional inputs or attributes (Split-18's num_outputs, Reshape-19's
-    types); the check against onnxruntime catches the cases where that is not enough.
-    """
-    from onnx import defs
-    from onnx2torch.node_converters.registry import add_converter, get_converter
-
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    bridged = []
-    for op_type in sorted({node.op_type for node in model.graph.node}):
-        try:
-            since = defs.get_schema(op_type, max_inclusive_version=opset).since_version
-            get_converter(op_type, since)
-            continue
-        except NotImplementedError:
-            pass
-        except Exception:
-            continue
-        for older in range(since - 1, 0, -1):
-            try:
-                converter = get_converter(op_type, older)
-            except Exception:
-                continue
-            add_converter(operation_type=op_type, version=since)(converter)
-            bridged.append(f"{op_type}-{since} (as {op_type}-{older})")
-            break
-    return bridged
+@backend("torch", TorchConfig)
+def load(config: TorchConfig, request: Request) -> TorchBackend:
+    return TorchBackend(request.path, name=request.name, config=config, max_batch=request.max_batch)

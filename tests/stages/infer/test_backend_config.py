@@ -8,7 +8,9 @@ import pytest
 
 from vapipe.pipeline import config
 from vapipe.pipeline.errors import ConfigError
-from vapipe.stages.infer.backends.config import AutoConfig, OnnxRuntimeConfig, TorchConfig
+from vapipe.stages.infer.backends.choice import AutoConfig
+from vapipe.stages.infer.backends.onnx_runtime import OnnxRuntimeConfig
+from vapipe.stages.infer.backends.pytorch import TorchConfig
 
 REPO = Path(__file__).resolve().parents[3]
 FILE_TOML = (REPO / "configs" / "file.toml").read_text(encoding="utf-8")

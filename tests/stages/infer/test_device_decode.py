@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
 from vapipe.stages.infer.heads import Family, decode
 from vapipe.stages.nms import NmsConfig, NmsStage, Selection
 

@@ -10,8 +10,7 @@ from onnx import TensorProto, helper
 
 from tests.conftest import asset
 from tests.stages.infer.test_device_decode import MODELS, clip_batch
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
 from vapipe.stages.infer.graph_decode import (
     CANDIDATES,
     HeadLayout,

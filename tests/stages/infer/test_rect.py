@@ -14,8 +14,7 @@ from tests.conftest import asset
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.pipeline.stage import StageContext
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
 from vapipe.stages.infer.heads import grid_cells
 from vapipe.stages.infer.stage import InferConfig, InferStage
 from vapipe.stages.model_input import rect_size

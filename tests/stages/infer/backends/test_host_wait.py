@@ -131,7 +131,7 @@ def test_the_real_driver_is_asked_where_there_is_one() -> None:
 def test_threads_sleep_while_the_gpu_works_unless_told_otherwise() -> None:
     """The default, measured (config.py): a shard's inference and preprocessing threads each
     spun on a core its decoders needed."""
-    from vapipe.stages.infer.backends.config import TorchConfig
+    from vapipe.stages.infer.backends.pytorch import TorchConfig
 
     assert TorchConfig().host_wait == "sleep"
     assert TorchConfig(host_wait="auto").host_wait == "auto"

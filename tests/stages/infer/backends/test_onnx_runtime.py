@@ -13,8 +13,7 @@ from tests.conftest import asset
 from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import providers as eps
 from vapipe.stages.infer.backends.base import padded_size
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
-from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
 
 
 def backend(path: Path, max_batch: int = 1, **config: object) -> OnnxBackend:
@@ -103,7 +102,7 @@ def test_node_placement_report_counts_kernels_per_provider() -> None:
     chosen = backend(path)
     assert chosen.placement == {}, "CPU-only runs skip the profiled warm-up"
     profiled = chosen._session(str(path), [eps.CPU], [{}], profile=True)
-    counts, by_op = chosen._placement(profiled)
+    counts, by_op = eps.placement(chosen, profiled)
     assert set(counts) == {eps.CPU} and counts[eps.CPU] > 50, counts
     assert by_op["Conv"] > 40 and sum(by_op.values()) == counts[eps.CPU], by_op
 

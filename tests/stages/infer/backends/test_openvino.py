@@ -25,7 +25,7 @@ from vapipe.cli import doctor
 from vapipe.pipeline.errors import PipelineError
 from vapipe.stages.infer.backends import openvino
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig
+from vapipe.stages.infer.backends.onnx_runtime import OnnxRuntimeConfig
 
 OV, CPU = openvino.PROVIDER, eps.CPU
 

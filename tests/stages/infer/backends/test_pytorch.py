@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
-from vapipe.stages.infer.backends.config import OnnxRuntimeConfig, TorchConfig
-from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend
+from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
+from vapipe.stages.infer.backends.pytorch import TorchConfig
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")

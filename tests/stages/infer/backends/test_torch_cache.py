@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vapipe.stages.infer.backends.config import TorchConfig
+from vapipe.stages.infer.backends.pytorch import TorchConfig
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")
@@ -63,7 +63,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> str:
 LOAD = """
 import json, sys
 import numpy as np
-from vapipe.stages.infer.backends.config import TorchConfig
+from vapipe.stages.infer.backends.pytorch import TorchConfig
 from vapipe.stages.infer.backends.pytorch import TorchBackend
 backend = TorchBackend(sys.argv[1], name="det", max_batch=2,
                        config=TorchConfig(device="cpu", cache_dir=sys.argv[2]))
