@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "vapipe.stages"
 BUILTIN_TYPES = {
     "analytics": "vapipe.stages.analytics.stage",
-    "classify": "vapipe.stages.objects.kinds",
+    "classify": "vapipe.stages.objects.classify",
     "clips": "vapipe.stages.sinks.clips",
-    "detect_inside": "vapipe.stages.objects.kinds",
-    "embed": "vapipe.stages.objects.kinds",
+    "detect_inside": "vapipe.stages.objects.detect_inside",
+    "embed": "vapipe.stages.objects.embed",
     "events": "vapipe.stages.sinks.events",
     "history": "vapipe.stages.sinks.history",
     "infer": "vapipe.stages.infer.stage",

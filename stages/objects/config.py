@@ -4,10 +4,12 @@ inside, embed) what its outputs mean."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.infer.backends.choice import AutoConfig
 from vapipe.stages.infer.backends.config import BackendConfig, backend_shorthand
@@ -172,3 +174,9 @@ class EmbedConfig(ObjectModelConfig):
     """How often (wall seconds) the gallery folder is checked for changes."""
     vector: bool = False
     """Write the vector itself into the events (``attributes.NAME.vector``)."""
+
+
+def check_file(path: str | None, key: str) -> None:
+    """A file a node's key names must be there (checked before anything opens)."""
+    if path is not None and not Path(path).is_file():
+        raise ConfigError(f"{path}: no such file", key=key)

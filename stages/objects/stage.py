@@ -3,8 +3,8 @@ of each frame are due (``memory``), their crops cut and sent to the model in one
 the whole batch of frames, each attempt's vote recorded, and every object's held result
 written into its detection's ``attributes`` on every frame.
 
-A kind (``kinds.py``) says what the output means (``votes``) and what an object carries
-(``attribute``)."""
+A kind (``classify.py``, ``detect_inside.py``, ``embed.py``) says what the output means
+(``votes``) and what an object carries (``attribute``)."""
 
 from __future__ import annotations
 
@@ -159,6 +159,12 @@ class ObjectModelStage(BatchStage):
 
     def loaded(self) -> None:
         """Called once the model is loaded: a kind reads what it says of itself."""
+
+    def output_dims(self) -> tuple[list[Any], list[Any]]:
+        """The model's output shape, and its sizes past the batch that are not 1 (one for a
+        score per class or a vector)."""
+        shape = self.model.backend.info.output_shape if self.model.backend else []
+        return shape, [d for d in shape[1:] if d != 1]
 
     cutter: OpenCLCrops | None = None
     """The OpenCL crop front end (``crops``); None: numpy."""

@@ -18,7 +18,8 @@ from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.boxes import iou_matrix
 from vapipe.stages.objects.config import DetectInsideConfig, EmbedConfig
-from vapipe.stages.objects.kinds import DetectInsideStage, EmbedStage
+from vapipe.stages.objects.detect_inside import DetectInsideStage
+from vapipe.stages.objects.embed import EmbedStage
 
 FACES = REPO / "configs" / "faces.toml"
 

@@ -14,12 +14,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from vapipe.pipeline.errors import PipelineError
 
-if TYPE_CHECKING:
-    from vapipe.stages.infer.backends.onnx_runtime import OnnxRuntimeConfig
+
+class Settings(Protocol):
+    """What OpenVINO's set-up reads of the onnxruntime backend's table."""
+
+    @property
+    def cache_dir(self) -> str | None: ...
+
+    @property
+    def providers(self) -> str | list[str]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +147,7 @@ def settle(
     names: Sequence[str],
     options: Sequence[dict[str, Any]],
     found: Sequence[str],
-    config: OnnxRuntimeConfig,
+    config: Settings,
 ) -> None:
     """Give a chosen OpenVINO its default blob cache and log what it runs on; or log why
     ``auto`` passed it over."""

@@ -188,8 +188,8 @@ def test_a_kernel_that_fails_at_run_time_leaves_the_node_on_numpy(
 ) -> None:
     from tests.object_models import brightness_classifier
     from vapipe.pipeline.detections import Detections
+    from vapipe.stages.objects.classify import ClassifyStage
     from vapipe.stages.objects.config import ClassifyConfig
-    from vapipe.stages.objects.kinds import ClassifyStage
 
     class Failing:
         calls = 0
