@@ -30,12 +30,9 @@ sys.path.insert(0, str(REPO))
 
 from bench import harness  # noqa: E402
 from vapipe.pipeline.assets import resolve_media, resolve_model  # noqa: E402
+from vapipe.stages.cl_program import select_device  # noqa: E402
 from vapipe.stages.model_input import letterbox_for  # noqa: E402
-from vapipe.stages.preprocess.cl_kernel import (  # noqa: E402
-    LetterboxProgram,
-    TensorSpec,
-    select_device,
-)
+from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec  # noqa: E402
 from vapipe.stages.preprocess.opencl import OpenCLLetterbox  # noqa: E402
 from vapipe.stages.preprocess.resize_tables import resize_reference, tables  # noqa: E402
 

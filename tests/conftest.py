@@ -71,7 +71,8 @@ def _opencl_probe() -> tuple[Any, str | None]:
     test process: each build has a context of its own, so a second would build again."""
     import numpy as np
 
-    from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, one_line, open_program
+    from vapipe.stages.cl_program import OpenCLUnavailable, one_line
+    from vapipe.stages.preprocess.cl_kernel import open_program
 
     try:
         return open_program("auto", None, np.dtype(np.float32)).device, None

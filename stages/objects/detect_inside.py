@@ -11,11 +11,11 @@ import numpy as np
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.registry import register
+from vapipe.stages.crops.warp import cut, points_to_frame, to_frame, warp_matrix
 from vapipe.stages.infer.heads import Family, detect_family
 from vapipe.stages.infer.names import class_names
 from vapipe.stages.objects import outputs as out
 from vapipe.stages.objects.config import DetectInsideConfig, check_file
-from vapipe.stages.objects.crops import cut, points_to_frame, to_frame, warp_matrix
 from vapipe.stages.objects.memory import Result, Vote
 from vapipe.stages.objects.model import output_names
 from vapipe.stages.objects.stage import Job, ObjectModelStage

@@ -15,13 +15,14 @@ import numpy as np
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
+from vapipe.stages.crops.cutter import frame_cut
+from vapipe.stages.crops.warp import cut
 from vapipe.stages.objects import outputs as out
 from vapipe.stages.objects.config import EmbedConfig
-from vapipe.stages.objects.crops import cut
 from vapipe.stages.objects.detect_inside import DetectInsideStage
 from vapipe.stages.objects.gallery import Gallery
 from vapipe.stages.objects.memory import Result, Vote
-from vapipe.stages.objects.stage import Job, ObjectModelStage, frame_cut
+from vapipe.stages.objects.stage import Job, ObjectModelStage
 
 log = logging.getLogger(__name__)
 

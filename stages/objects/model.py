@@ -20,10 +20,10 @@ import numpy as np
 
 from vapipe.pipeline.assets import model_entry, resolve_model
 from vapipe.pipeline.errors import ConfigError
+from vapipe.stages.crops.warp import Normalise
 from vapipe.stages.infer.backends import load_backend
 from vapipe.stages.infer.backends.base import Backend
 from vapipe.stages.objects.config import ObjectModelConfig
-from vapipe.stages.objects.crops import Normalise
 from vapipe.stages.objects.outputs import head_of
 
 log = logging.getLogger(__name__)

@@ -18,20 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vapipe.pipeline.assets import Kind, model_entry
-from vapipe.pipeline.frame import Frame, Message, Picture
+from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
-from vapipe.stages.objects.cl_crops import OpenCLCrops, open_crops
+from vapipe.stages.crops.cutter import Crop, Cropper, run_in_chunks
+from vapipe.stages.crops.warp import CropRule, Window, crop_box, touches_edge, warp_matrix
 from vapipe.stages.objects.config import ObjectModelConfig
-from vapipe.stages.objects.crops import (
-    CropRule,
-    Window,
-    crop_box,
-    cut,
-    cut_i420,
-    touches_edge,
-    warp_matrix,
-    window_of,
-)
 from vapipe.stages.objects.memory import ObjectMemory, Result, Rules, Vote
 from vapipe.stages.objects.model import ObjectModel
 
@@ -60,28 +51,6 @@ class Job:
     window: Window | None
     """The input pixels the crop fills (a letterbox pads the rest)."""
     pts: float
-
-
-def frame_cut(
-    frame: Frame, matrix: np.ndarray, size: tuple[int, int], window: Window | None = None
-) -> np.ndarray:
-    """A crop of the frame's picture (``crops.cut``): from its decoded I420 planes where it
-    has them and its BGR image is not made yet, converting only the part the crop reads (a
-    node that reads pixels would otherwise have every frame converted whole)."""
-    if not frame.image_made() and frame.i420() is not None:
-        yuv = frame.yuv
-        if yuv is not None:
-            return cut_i420(yuv, matrix, size, window)
-    return cut(frame.image, matrix, size, window)
-
-
-def frame_picture(frame: Frame) -> Picture:
-    """The frame's picture as held: its decoded I420 planes unless its BGR image is made."""
-    if not frame.image_made():
-        picture = frame.i420()
-        if picture is not None:
-            return picture
-    return frame.image
 
 
 class RateCap:
@@ -166,14 +135,18 @@ class ObjectModelStage(BatchStage):
         shape = self.model.backend.info.output_shape if self.model.backend else []
         return shape, [d for d in shape[1:] if d != 1]
 
-    cutter: OpenCLCrops | None = None
-    """The OpenCL crop front end (``crops``); None: numpy."""
+    _cropper: Cropper | None = None
+
+    @property
+    def cropper(self) -> Cropper:
+        """The node's crops (stages/crops), on its OpenCL device or with numpy (``crops``):
+        made when the node opens, or when first asked."""
+        if self._cropper is None:
+            self._cropper = Cropper(self.name, self.loaded_model(), self.rule, self.config.crops)
+        return self._cropper
 
     def open(self, context: StageContext) -> None:
-        model = self.loaded_model()
-        self.cutter = open_crops(
-            self.config.crops, model.size, model.normalise, model.channels_last, self.name
-        )
+        self.cropper  # noqa: B018 - made now: its OpenCL device is chosen (and logged) at open
 
     # -- per batch ----------------------------------------------------------------------
 
@@ -195,9 +168,7 @@ class ObjectModelStage(BatchStage):
         jobs, batch = self._inputs(pending)
         if jobs:
             most = self.config.max_batch  # the batch sizes the backend prepared for
-            outputs = np.concatenate(
-                [self.model.run_input(batch[i : i + most]) for i in range(0, len(jobs), most)]
-            )
+            outputs = run_in_chunks(self.model.run_input, batch, most)
             self.counts["crops"] += len(jobs)
             self.counts["model_calls"] += -(-len(jobs) // most)
             for job, vote in zip(jobs, self.votes(outputs, jobs), strict=True):
@@ -209,36 +180,11 @@ class ObjectModelStage(BatchStage):
 
     def _inputs(self, pending: list[tuple[Frame, Job]]) -> tuple[list[Job], np.ndarray]:
         """The jobs whose crops were cut, and the model's input for them."""
-        if self.cutter is not None and pending:
-            try:
-                return [job for _, job in pending], self._cut_on_device(pending)
-            except Exception as exc:  # a device error: the numpy path still works
-                log.warning("%s: the OpenCL crop kernel failed (%s); cutting crops with numpy "
-                            "from now on", self.name, str(exc).splitlines()[0][:200])  # fmt: skip
-                self.cutter = None
-        jobs, crops = [], []
-        for frame, job in pending:
-            try:
-                crops.append(frame_cut(frame, job.matrix, self.model.size, job.window))
-            except Exception as exc:  # one bad crop never stops the others
-                self.counts["failed"] += 1
-                log.debug("%s: crop of %s failed: %s", self.name, job.key, exc)
-                continue
-            jobs.append(job)
-        return jobs, self.model.tensor(np.stack(crops)) if crops else np.empty(0, np.float32)
-
-    def _cut_on_device(self, pending: list[tuple[Frame, Job]]) -> np.ndarray:
-        """Every crop of the batch by one kernel, each frame uploaded once."""
-        assert self.cutter is not None
-        pictures: list[Picture] = []
-        where: dict[int, int] = {}
-        crops = []
-        for frame, job in pending:
-            if id(frame) not in where:
-                where[id(frame)] = len(pictures)
-                pictures.append(frame_picture(frame))
-            crops.append((where[id(frame)], job.matrix, job.window))
-        return self.cutter.inputs(pictures, crops)
+        failed = self.cropper.failed
+        crops = [Crop(frame, job.matrix, job.window) for frame, job in pending]
+        kept, batch = self.cropper.inputs(crops)
+        self.counts["failed"] += self.cropper.failed - failed
+        return [pending[index][1] for index in kept], batch
 
     def _objects(self, frame: Frame) -> dict[int, tuple[tuple[str, int], np.ndarray]]:
         """Detection index -> (object key, box to crop) of the frame's objects this node
@@ -284,9 +230,7 @@ class ObjectModelStage(BatchStage):
             self.counts["deferred"] += 1
             return None
         matrix = self.matrix_for(frame, index, box)
-        window = None
-        if self.rule.fit == "letterbox":
-            window = window_of(crop_box(box, self.rule), matrix, self.model.size)
+        window = self.cropper.window(box, matrix)
         self.memory.reserve(key, frame.pts, area)
         return Job(position, index, key, box, matrix, window, frame.pts)
 
@@ -296,8 +240,7 @@ class ObjectModelStage(BatchStage):
 
     def matrix_for_box(self, box: np.ndarray) -> np.ndarray:
         """Frame -> input pixels for a crop of ``box`` by the node's crop rule."""
-        rect = crop_box(box, self.rule)
-        return warp_matrix(rect, self.model.size, self.rule.fit)
+        return warp_matrix(crop_box(box, self.rule), self.model.size, self.rule.fit)
 
     def _apply(self, frame: Frame, found: dict[int, tuple[tuple[str, int], np.ndarray]]) -> None:
         if frame.detections is None or not found:

@@ -17,13 +17,8 @@ import numpy as np
 
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.pipeline.geometry import Letterbox
-from vapipe.stages.preprocess.cl_kernel import (
-    LetterboxProgram,
-    OpenCLUnavailable,
-    TensorSpec,
-    open_program,
-    pyopencl_module,
-)
+from vapipe.stages.cl_program import OpenCLUnavailable, pyopencl_module
+from vapipe.stages.preprocess.cl_kernel import LetterboxProgram, TensorSpec, open_program
 
 _UNMAPPED = np.empty(0, np.uint8)
 

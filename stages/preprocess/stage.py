@@ -187,7 +187,7 @@ class PreprocessStage(BatchStage):
         )
 
     def _open_opencl(self, probed: LetterboxProgram | None) -> None:
-        from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable
+        from vapipe.stages.cl_program import OpenCLUnavailable
         from vapipe.stages.preprocess.opencl import OpenCLLetterbox
 
         cfg = self.config
@@ -328,7 +328,8 @@ class PreprocessStage(BatchStage):
 def _opencl_gpu_program(dtype: np.dtype) -> LetterboxProgram | None:
     """The letterbox kernel built on an OpenCL GPU device here, None where none builds it
     (``auto``'s second choice: a CPU runtime is no faster than numpy)."""
-    from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, open_program
+    from vapipe.stages.cl_program import OpenCLUnavailable
+    from vapipe.stages.preprocess.cl_kernel import open_program
 
     try:
         return open_program("gpu", None, dtype)

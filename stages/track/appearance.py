@@ -20,11 +20,11 @@ import numpy as np
 
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame
+from vapipe.stages.crops.cutter import Crop, Cropper, run_in_chunks
+from vapipe.stages.crops.warp import CropRule
 from vapipe.stages.objects.config import ObjectModelConfig
-from vapipe.stages.objects.crops import CropRule, crop_box, warp_matrix, window_of
 from vapipe.stages.objects.model import ObjectModel
 from vapipe.stages.objects.outputs import unit
-from vapipe.stages.objects.stage import frame_cut
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import AppearanceConfig, TrackConfig
 
@@ -40,14 +40,25 @@ class Embedder:
             model=config.model, fit=config.fit, max_batch=config.max_batch,
             backend=config.backend, min_size=config.min_size,
         )  # fmt: skip
-        self.model = ObjectModel(f"{node}.appearance", model_config)
+        self.node = f"{node}.appearance"
+        self.model = ObjectModel(self.node, model_config)
         self.rule = CropRule(fit=config.fit)
+        self._cropper: Cropper | None = None
         self.crops = 0
         """Crops embedded so far."""
 
     def load(self) -> Embedder:
         self.model.load()
+        self.cropper  # noqa: B018 - made now: its OpenCL device is chosen (and logged) here
         return self
+
+    @property
+    def cropper(self) -> Cropper:
+        """The object nodes' crop library: one OpenCL kernel for a frame's crops where a
+        device builds it (``crops``), else numpy."""
+        if self._cropper is None:
+            self._cropper = Cropper(self.node, self.model, self.rule, self.config.crops)
+        return self._cropper
 
     def wanted(self, dets: Detections) -> np.ndarray:
         """Indices of the detections to embed: confident, of ``classes``, large enough."""
@@ -66,23 +77,15 @@ class Embedder:
         chosen = self.wanted(dets)
         if not len(chosen):
             return np.full((len(dets), 0), np.nan, np.float32)
-        size = self.model.size
-        crops = []
-        for box in dets.xyxy[chosen]:
-            rect = crop_box(box, self.rule)
-            matrix = warp_matrix(rect, size, self.rule.fit)
-            window = window_of(rect, matrix, size) if self.rule.fit == "letterbox" else None
-            crops.append(frame_cut(frame, matrix, size, window))
-        stacked = np.stack(crops)
-        most = self.config.max_batch
-        looks = unit(  # each crop's output flattened to one row
-            np.concatenate(
-                [self.model.run(stacked[i : i + most]) for i in range(0, len(stacked), most)]
-            )
-        )
-        self.crops += len(chosen)
+        crops = [Crop(frame, *self.cropper.warp(box)) for box in dets.xyxy[chosen]]
+        kept, batch = self.cropper.inputs(crops)
+        if not kept:
+            return np.full((len(dets), 0), np.nan, np.float32)
+        # each crop's output flattened to one row
+        looks = unit(run_in_chunks(self.model.run_input, batch, self.config.max_batch))
+        self.crops += len(kept)
         found = np.full((len(dets), looks.shape[1]), np.nan, np.float32)
-        found[chosen] = looks
+        found[chosen[kept]] = looks
         return found
 
     def close(self) -> dict[str, Any]:

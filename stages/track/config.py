@@ -54,6 +54,11 @@ class AppearanceConfig(StageConfig):
     """How a box meets the model's input (re-id models are trained on stretched boxes)."""
     max_batch: int = Field(16, ge=1, le=256)
     """Crops per model call."""
+    crops: Literal["auto", "numpy", "opencl"] = "auto"
+    """Where the crops are cut, resized and normalised, as an object node's ``crops``:
+    ``auto`` (one OpenCL kernel for a frame's crops on a GPU whose kernel builds, else
+    numpy), ``numpy``, or ``opencl`` (any OpenCL device; numpy with a warning where none
+    works)."""
     backend: BackendConfig = Field(default_factory=AutoConfig)
     """As the infer node's ``backend`` (onnxruntime providers, torch device)."""
 

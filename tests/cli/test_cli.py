@@ -11,8 +11,8 @@ import pytest
 from vapipe.cli.main import main
 from vapipe.cli.reference import keys
 from vapipe.pipeline import registry
+from vapipe.stages.cl_program import list_devices
 from vapipe.stages.infer.backends import providers as eps
-from vapipe.stages.preprocess.cl_kernel import list_devices
 
 
 def test_doctor_reports_providers_opencl_and_codecs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,10 +18,10 @@ from tests.e2e.helpers import cli, read_events
 from tests.object_models import LABELS, SIZE, brightness_classifier
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.stages.crops.warp import CropRule, crop_box, cut, warp_matrix, window_of
 from vapipe.stages.events.store import EventStore, Query
 from vapipe.stages.objects.classify import ClassifyStage
 from vapipe.stages.objects.config import ClassifyConfig
-from vapipe.stages.objects.crops import CropRule, crop_box, cut, warp_matrix, window_of
 from vapipe.stages.objects.stage import COUNTERS
 
 TRAFFIC = ASSETS / "media" / "traffic.mp4"

@@ -110,12 +110,12 @@ def _onnxruntime(out: Callable[[str], None]) -> None:
 def _opencl(out: Callable[[str], None]) -> None:
     out("\nOpenCL")
     try:
-        from vapipe.stages.preprocess.cl_kernel import (
-            LetterboxProgram,
+        from vapipe.stages.cl_program import (
             OpenCLUnavailable,
             candidate_devices,
             list_devices,
         )
+        from vapipe.stages.preprocess.cl_kernel import LetterboxProgram
 
         devices = list_devices()
     except Exception as exc:

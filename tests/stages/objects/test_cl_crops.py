@@ -15,9 +15,11 @@ import pytest
 
 from tests.conftest import asset, opencl_device, skip_without_opencl
 from vapipe.pipeline.frame import Frame, StreamInfo
-from vapipe.stages.objects import cl_crops
-from vapipe.stages.objects.cl_crops import CropProgram, OpenCLCrops, open_crops
-from vapipe.stages.objects.crops import (
+from vapipe.stages import cl_program
+from vapipe.stages.cl_program import OpenCLUnavailable
+from vapipe.stages.crops import opencl as cl_crops
+from vapipe.stages.crops.opencl import CropProgram, OpenCLCrops, open_crops
+from vapipe.stages.crops.warp import (
     PAD,
     CropRule,
     Fit,
@@ -28,7 +30,6 @@ from vapipe.stages.objects.crops import (
     warp_matrix,
     window_of,
 )
-from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable
 from vapipe.stages.source.decoded import DecodedI420
 
 IMAGENET = Normalise("rgb", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
@@ -141,7 +142,7 @@ def test_opencl_without_a_device_warns_and_cuts_with_numpy(
     def none(kind: str = "auto", platform: str | None = None) -> list[Any]:
         raise OpenCLUnavailable("no OpenCL device")
 
-    monkeypatch.setattr(cl_crops, "candidate_devices", none)
+    monkeypatch.setattr(cl_program, "candidate_devices", none)
     with caplog.at_level(logging.INFO):
         assert open_crops("opencl", (8, 8), RAW_BGR, False, "kind") is None
         assert open_crops("auto", (8, 8), RAW_BGR, False, "kind") is None
@@ -171,7 +172,7 @@ def test_auto_asks_for_a_gpu_and_opencl_for_any_device(monkeypatch: pytest.Monke
 
 
 def test_a_frame_s_picture_is_its_decoded_planes_until_its_image_is_made() -> None:
-    from vapipe.stages.objects.stage import frame_picture
+    from vapipe.stages.crops.cutter import frame_picture
 
     [(_, _, planes)] = pictures("people.mp4", 1)
     info = StreamInfo("cam", "people.mp4", 800, 450, Fraction(25))
@@ -201,7 +202,7 @@ def test_a_kernel_that_fails_at_run_time_leaves_the_node_on_numpy(
     model = brightness_classifier(tmp_path / "brightness.onnx")
     stage = ClassifyStage("kind", ClassifyConfig(model=str(model), attempts=1, min_attempts=1))
     stage.loaded_model()
-    stage.cutter = Failing()  # type: ignore[assignment]
+    stage.cropper.device = Failing()  # type: ignore[assignment]
     info = StreamInfo("cam", "x.mp4", 64, 48, Fraction(25))
 
     def frame(seq: int, grey: int) -> Frame:
@@ -219,7 +220,7 @@ def test_a_kernel_that_fails_at_run_time_leaves_the_node_on_numpy(
         "kind: the OpenCL crop kernel failed (clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES); "
         "cutting crops with numpy from now on"
     ]
-    assert stage.cutter is None and Failing.calls == 1
+    assert stage.cropper.device is None and Failing.calls == 1
     assert stage.counts["crops"] == 2 and stage.counts["failed"] == 0
     labels = [f.detections.attributes[0]["kind"]["label"] for f in done]  # type: ignore[union-attr,index]
     assert labels == ["light", "dark"]
@@ -260,9 +261,9 @@ def test_a_device_whose_kernel_does_not_build_is_passed_over(
             raise OpenCLUnavailable("crop kernel did not build: no")
 
     monkeypatch.setattr(cl_crops, "pyopencl_module", lambda: None)
-    monkeypatch.setattr(cl_crops, "candidate_devices", lambda kind, platform: [broken, good])
+    monkeypatch.setattr(cl_program, "candidate_devices", lambda kind, platform: [broken, good])
     monkeypatch.setattr(CropProgram, "_build", build)
     assert CropProgram().device is good and tried == [broken, good]
-    monkeypatch.setattr(cl_crops, "candidate_devices", lambda kind, platform: [broken, broken])
+    monkeypatch.setattr(cl_program, "candidate_devices", lambda kind, platform: [broken, broken])
     with pytest.raises(OpenCLUnavailable, match=r"^broken: crop kernel did not build: no; broken"):
         CropProgram()

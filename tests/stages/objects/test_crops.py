@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vapipe.stages.objects.crops import (
+from vapipe.stages.crops.warp import (
     PAD,
     CropRule,
     Normalise,
@@ -92,7 +92,7 @@ def test_normalise_orders_scales_and_standardises() -> None:
 def test_a_crop_of_the_decoded_planes_is_the_crop_of_the_whole_picture(
     height: int, width: int
 ) -> None:
-    from vapipe.stages.objects.crops import cut_i420
+    from vapipe.stages.crops.warp import cut_i420
 
     rng = np.random.default_rng(1)
     yuv = rng.integers(0, 255, (height * 3 // 2, width), np.uint8)

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import opencl_device
+from vapipe.stages import cl_program
+from vapipe.stages.cl_program import OpenCLUnavailable, one_line
 from vapipe.stages.preprocess import cl_kernel
-from vapipe.stages.preprocess.cl_kernel import OpenCLUnavailable, one_line, open_program
+from vapipe.stages.preprocess.cl_kernel import open_program
 
 BUILD_LOG = (
     "clBuildProgram failed: BUILD_PROGRAM_FAILURE\n\n"
@@ -38,13 +40,13 @@ def devices(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
             )
         return f"program on {device.name.strip()}"
 
-    monkeypatch.setattr(cl_kernel, "candidate_devices", lambda kind, platform: listed)
+    monkeypatch.setattr(cl_program, "candidate_devices", lambda kind, platform: listed)
     monkeypatch.setattr(cl_kernel, "LetterboxProgram", build)
     return tried
 
 
 def test_a_device_whose_kernel_does_not_build_is_passed_over(devices, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="vapipe.stages.preprocess.cl_kernel"):
+    with caplog.at_level(logging.WARNING, logger="vapipe.stages.cl_program"):
         program = open_program("auto", None, np.dtype(np.float32))
     assert program == "program on good-cpu"
     assert devices["order"] == ["broken-cpu", "good-cpu"]
@@ -54,7 +56,9 @@ def test_a_device_whose_kernel_does_not_build_is_passed_over(devices, caplog) ->
 
 
 def test_no_device_that_builds_is_one_error_naming_each(monkeypatch, devices, caplog) -> None:
-    monkeypatch.setattr(cl_kernel, "candidate_devices", lambda kind, platform: [fake("broken-cpu")])
+    monkeypatch.setattr(
+        cl_program, "candidate_devices", lambda kind, platform: [fake("broken-cpu")]
+    )
     with caplog.at_level(logging.WARNING), pytest.raises(OpenCLUnavailable) as caught:
         open_program("auto", None, np.dtype(np.float32))
     assert not caplog.records, "the stage warns once with this error; nothing before it"
@@ -81,13 +85,13 @@ def test_a_build_log_is_cut_to_one_line() -> None:
 def test_auto_orders_gpus_before_the_rest(monkeypatch) -> None:
     cl = SimpleNamespace(device_type=SimpleNamespace(GPU=4, CPU=2))
     cpu, gpu = SimpleNamespace(name="cpu", type=2), SimpleNamespace(name="gpu", type=4)
-    monkeypatch.setattr(cl_kernel, "pyopencl_module", lambda: cl)
-    monkeypatch.setattr(cl_kernel, "list_devices", lambda: [("p", cpu), ("q", gpu)])
-    assert cl_kernel.candidate_devices("auto", None) == [gpu, cpu]
-    assert cl_kernel.candidate_devices("cpu", None) == [cpu]
-    assert cl_kernel.candidate_devices("auto", "p") == [cpu]
+    monkeypatch.setattr(cl_program, "pyopencl_module", lambda: cl)
+    monkeypatch.setattr(cl_program, "list_devices", lambda: [("p", cpu), ("q", gpu)])
+    assert cl_program.candidate_devices("auto", None) == [gpu, cpu]
+    assert cl_program.candidate_devices("cpu", None) == [cpu]
+    assert cl_program.candidate_devices("auto", "p") == [cpu]
     with pytest.raises(OpenCLUnavailable, match="no OpenCL GPU device"):
-        cl_kernel.candidate_devices("gpu", "p")
+        cl_program.candidate_devices("gpu", "p")
 
 
 def test_doctor_shows_a_failed_build_in_one_line_and_says_numpy_runs(
@@ -95,7 +99,7 @@ def test_doctor_shows_a_failed_build_in_one_line_and_says_numpy_runs(
 ) -> None:
     from vapipe.cli.main import main
 
-    listed = cl_kernel.list_devices()
+    listed = cl_program.list_devices()
     if not listed:
         pytest.skip("no OpenCL device listed here")
 

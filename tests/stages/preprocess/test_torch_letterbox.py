@@ -199,9 +199,10 @@ def test_auto_never_takes_a_cpu_opencl_device(monkeypatch) -> None:  # type: ign
 
     def open_program(kind, platform, dtype):  # type: ignore[no-untyped-def]
         asked.append((kind, dtype))
-        raise stage_module_cl.OpenCLUnavailable("no OpenCL GPU device")
+        raise OpenCLUnavailable("no OpenCL GPU device")
 
     import vapipe.stages.preprocess.cl_kernel as stage_module_cl
+    from vapipe.stages.cl_program import OpenCLUnavailable
 
     monkeypatch.setattr(stage_module_cl, "open_program", open_program)
     half = np.dtype(np.float16)

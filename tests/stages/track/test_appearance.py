@@ -17,6 +17,7 @@ from tests.e2e.helpers import cli
 from tests.stages.track.test_bytetrack import box_at
 from tests.stages.track.test_species import PERSON, seen
 from vapipe.pipeline.detections import Detections
+from vapipe.stages.crops.warp import Normalise
 from vapipe.stages.track.appearance import AppearanceTracker, Embedder, unit
 from vapipe.stages.track.bytetrack import ByteTracker
 from vapipe.stages.track.config import AppearanceConfig, TrackConfig
@@ -204,13 +205,18 @@ class MeanColour:
     """A stand-in re-id model: each crop's mean B, G, R as its vector; calls counted."""
 
     size = (8, 16)
+    normalise = Normalise("bgr", 1.0, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    channels_last = True
 
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def run(self, crops: np.ndarray) -> np.ndarray:
-        self.calls.append(len(crops))
-        return crops.reshape(len(crops), -1, 3).mean(axis=1)
+    def tensor(self, crops: np.ndarray) -> np.ndarray:
+        return crops.astype(np.float32)
+
+    def run_input(self, batch: np.ndarray) -> np.ndarray:
+        self.calls.append(len(batch))
+        return batch.reshape(len(batch), -1, 3).mean(axis=1)
 
 
 def test_vectors_are_the_model_s_on_each_wanted_box_in_calls_of_max_batch() -> None:

@@ -9,8 +9,6 @@ one level of a pixel, the letterbox kernel's tolerance.
 from __future__ import annotations
 
 import logging
-import threading
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,52 +16,38 @@ import cv2
 import numpy as np
 
 from vapipe.pipeline.frame import Picture, contiguous, copy_picture
-from vapipe.stages.objects.crops import PAD, Normalise, Window
-from vapipe.stages.preprocess.cl_kernel import (
+from vapipe.stages.cl_program import (
     OpenCLUnavailable,
-    candidate_devices,
+    build_options,
+    built_program,
+    first_building,
     kernel_source,
     one_line,
     pyopencl_module,
 )
+from vapipe.stages.crops.warp import PAD, Normalise, Window
 
 log = logging.getLogger(__name__)
-
-_built: dict[int, Any] = {}
-_built_lock = threading.Lock()
 
 
 class CropProgram:
     """The crop kernel built on the first allowed device where it builds."""
 
     def __init__(self, kind: str = "auto", platform: str | None = None) -> None:
-        cl = pyopencl_module()
-        self.cl = cl
-        failures = []
-        for device in candidate_devices(kind, platform):
-            try:
-                self._build(device)
-            except OpenCLUnavailable as exc:
-                failures.append(f"{device.name.strip()}: {exc}")
-                continue
-            self.device = device
-            return
-        raise OpenCLUnavailable("; ".join(failures))
+        self.cl = pyopencl_module()
+        self.device = first_building(kind, platform, self._on)
+
+    def _on(self, device: Any) -> Any:
+        self._build(device)
+        return device
 
     def _build(self, device: Any) -> None:
         cl = self.cl
         try:
             self.context = cl.Context([device])
-            options = []
-            if device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT:
-                options.append("-cl-fp32-correctly-rounded-divide-sqrt")
-            with _built_lock, warnings.catch_warnings():
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                program = _built.get(self.context.int_ptr)
-                if program is None:
-                    source = kernel_source("vapipe.stages.objects", "crops.cl")
-                    program = cl.Program(self.context, source).build(options=options)
-                    _built[self.context.int_ptr] = program
+            options = build_options(cl, device)
+            source = lambda: kernel_source("vapipe.stages.crops", "crops.cl")  # noqa: E731
+            program = built_program(cl, self.context, "crop", source, options)
             self.kernel = cl.Kernel(program, "crops")
             self.queue = cl.CommandQueue(self.context)
         except cl.Error as exc:
