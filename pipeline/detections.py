@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.object_results import ObjectResult, as_events
+
 
 @dataclass(frozen=True)
 class Detections:
@@ -32,8 +34,9 @@ class Detections:
     the model); NMS then only filters by score."""
     attributes: np.ndarray | None = None
     """object, N: per detection, what models run on the object found (a dict per detection:
-    node name -> its result, e.g. a label and a score), once a node has set any. Selected with
-    the detections, so each dict stays with its box; written into the events."""
+    node name -> its result, a typed ``pipeline.object_results.ObjectResult``), once a node
+    has set any. Selected with the detections, so each dict stays with its box; written into
+    the events as JSON by the sinks."""
 
     def __post_init__(self) -> None:
         count = len(self.score)
@@ -68,16 +71,22 @@ class Detections:
             attributes=None if self.attributes is None else self.attributes[index],
         )
 
-    def with_attributes(self, index: int, node: str, value: Any) -> Detections:
+    def with_attributes(self, index: int, node: str, value: ObjectResult) -> Detections:
         """A copy where detection ``index`` carries ``value`` under ``node`` (the others keep
         theirs): what a model run on that object found."""
         return self.with_attributes_of(node, {index: value})
 
-    def with_attributes_of(self, node: str, values: Mapping[int, Any]) -> Detections:
+    def with_attributes_of(self, node: str, values: Mapping[int, ObjectResult]) -> Detections:
         """A copy where each detection ``index`` of ``values`` carries its value under
         ``node``; the others, and every other node's results, are kept."""
         if not values:
             return self
+        for value in values.values():
+            if not isinstance(value, ObjectResult):
+                raise TypeError(
+                    f"{node}: an object's result is an ObjectResult (pipeline/object_results.py), "
+                    f"not {type(value).__name__}"
+                )
         attributes = np.empty(len(self), dtype=object)
         for k in range(len(self)):
             held = self.attributes[k] if self.attributes is not None else None
@@ -118,6 +127,6 @@ class Detections:
             if tracks is not None:
                 record["track_id"] = tracks[index]
             if attributes is not None and attributes[index]:
-                record["attributes"] = dict(attributes[index])
+                record["attributes"] = as_events(attributes[index])
             records.append(record)
         return records

@@ -94,6 +94,28 @@ class Motion:
     """The node keeps masks for the video and previews (``motion.show``)."""
 
 
+@dataclass
+class EventFiles:
+    """The files media sinks wrote for one of a frame's events, which its record names."""
+
+    snapshot: str | None = None
+    """The event's picture, relative to the media folder."""
+    snapshot_crop: str | None = None
+    """The tracked object's crop of it."""
+    snapshot_box: list[float] | None = None
+    """Where the object is in the picture (frame pixels)."""
+    snapshot_seq: int | None = None
+    """The frame the picture is of (the object's best view in a short window)."""
+    clip: str | None = None
+    """The clip the event is in, relative to the media folder."""
+    clip_at_s: float | None = None
+    """Where in the clip the event happens."""
+
+    def fields(self) -> dict[str, Any]:
+        """The files written so far, as the record's keys."""
+        return {key: value for key, value in vars(self).items() if value is not None}
+
+
 @dataclass(eq=False)
 class Frame:
     """One decoded picture and the metadata stages add to it on its way.
@@ -127,6 +149,9 @@ class Frame:
     events: list[dict[str, Any]] = field(default_factory=list)
     """Events this frame caused (``line_cross``, ``zone_enter``...), written after its
     ``frame`` event by the event sinks."""
+    event_files: dict[int, EventFiles] = field(default_factory=dict)
+    """Files media sinks wrote for some of ``events`` (by index there): each event's record
+    names them (``files_of``)."""
     analytics: FrameAnalytics | None = None
     """Counts and occupancy at this frame, and the geometry to draw."""
     motion: Motion | None = None
@@ -149,6 +174,10 @@ class Frame:
     def __post_init__(self, planes: I420Planes | None) -> None:
         if planes is not None:
             self.__dict__["_planes"] = planes
+
+    def files_of(self, index: int) -> EventFiles:
+        """The files written for event ``index`` of ``events`` (a media sink adds its own)."""
+        return self.event_files.setdefault(index, EventFiles())
 
     def i420(self) -> np.ndarray | I420Planes | None:
         """The I420 picture as held, without copying it: ``yuv``'s array once made, else the

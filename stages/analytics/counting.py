@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.detections import Detections
+from vapipe.pipeline.object_results import ObjectResult
 from vapipe.stages.analytics.config import AnalyticsConfig
 from vapipe.stages.analytics.geometry import Line, Zone, anchor_points, object_sizes
 from vapipe.stages.boxes import box_iou
@@ -45,7 +46,7 @@ class TrackMemory:
     birth: Birth | None = None
     """Where it was first seen, if the detector had skipped frames before: until its second
     sighting tells how it moves."""
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, ObjectResult] = field(default_factory=dict)
     """Node -> what a model run on the object last said of it (its label, its name), as the
     detection carried it: every event of the track carries it."""
 
@@ -130,7 +131,7 @@ class SourceAnalytics:
             track_id = event.get("track_id")
             memory = self.tracks.get(track_id) if isinstance(track_id, int) else None
             if memory is not None and memory.attributes and "attributes" not in event:
-                event["attributes"] = shown(memory.attributes)
+                event["attributes"] = dict(memory.attributes)
         return events
 
     def summary(self) -> dict[str, Any]:
@@ -169,7 +170,7 @@ class SourceAnalytics:
                 label = line.config.in_label if distance > 0 else line.config.out_label
                 line.counts[label][name] += 1
                 for node, value in memory.attributes.items():
-                    tag = _tag(value)
+                    tag = value.tag
                     if tag is not None:
                         counts = line.by_attribute.setdefault(node, {}).setdefault(tag, Counter())
                         counts[label] += 1
@@ -316,7 +317,7 @@ class SourceAnalytics:
                 if track_id in zone.members:
                     event = self._exit(zone, track_id, memory.class_name, pts, "lost")
                     if memory.attributes:
-                        event["attributes"] = shown(memory.attributes)
+                        event["attributes"] = dict(memory.attributes)
                     events.append(event)
         return events
 
@@ -351,25 +352,6 @@ def _where_crossed(last: tuple[float, float], distance: float, position: float) 
     the last point off the line on the side left, to this one crosses it."""
     before, at = last
     return at + (position - at) * before / (before - distance)
-
-
-def _tag(value: Any) -> str | None:
-    """The label (classify) or name (embed with a gallery) a node's result counts under."""
-    if isinstance(value, dict):
-        tag = value.get("label", value.get("name"))
-        return tag if isinstance(tag, str) else None
-    return None
-
-
-def shown(attributes: dict[str, Any]) -> dict[str, Any]:
-    """A track's attributes as its events carry them: without vectors (long, and on every
-    frame event already where asked for)."""
-    return {
-        node: (
-            {k: v for k, v in value.items() if k != "vector"} if isinstance(value, dict) else value
-        )
-        for node, value in attributes.items()
-    }
 
 
 def _by_attribute(line: Line) -> dict[str, dict[str, dict[str, int]]]:

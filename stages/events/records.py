@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.object_results import as_events
 
 Record = dict[str, Any]
 
@@ -42,15 +43,27 @@ def frame_records(frame: Frame, *, empty_frames: bool = True) -> Iterator[Record
         if frame.analytics is not None:
             record["analytics"] = frame.analytics.summary
         yield record
-    for event in frame.events:
+    for index, event in enumerate(frame.events):
+        files = frame.event_files.get(index)
         yield {
             "event": event["event"],
             "id": event_id(frame.source_id, frame.seq, event),
             "source_id": frame.source_id,
             "seq": frame.seq,
             **when,
-            **{k: v for k, v in event.items() if k not in ("event", "source_id", "seq")},
+            **{
+                k: _json_ready(k, v)
+                for k, v in event.items()
+                if k not in ("event", "source_id", "seq")
+            },
+            **(files.fields() if files is not None else {}),
         }
+
+
+def _json_ready(key: str, value: Any) -> Any:
+    """An analytics event's value as its record carries it: the track's object results as
+    JSON, without vectors (long, and on every frame event already where asked for)."""
+    return as_events(value, vector=False) if key == "attributes" else value
 
 
 def event_id(source_id: str, seq: int, event: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from vapipe.pipeline.detections import Detections
+from vapipe.pipeline.object_results import BoxesInside, ObjectResult
 
 if TYPE_CHECKING:
     from vapipe.pipeline.frame import Frame, FrameAnalytics
@@ -42,8 +43,8 @@ def draw_detections(
         cv2.rectangle(canvas, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
         held = detections.attributes[index] if detections.attributes is not None else None
         for value in (held or {}).values():  # boxes a model found inside the object
-            for inner in value.get("boxes", ()) if isinstance(value, dict) else ():
-                a, b, c, d = (round(float(v)) for v in inner["xyxy"])
+            for inner in value.boxes if isinstance(value, BoxesInside) else ():
+                a, b, c, d = (round(float(v)) for v in inner.xyxy)
                 cv2.rectangle(canvas, (a, b), (c, d), color, max(1, thickness - 1), cv2.LINE_AA)
         if not labels:
             continue
@@ -94,15 +95,9 @@ def label_top(
     return tops[0]
 
 
-def attribute_tags(attributes: dict[str, object] | None) -> str:
+def attribute_tags(attributes: dict[str, ObjectResult] | None) -> str:
     """What models on the object said, as a box's label shows it: labels and names."""
-    tags = []
-    for value in (attributes or {}).values():
-        if isinstance(value, dict):
-            tag = value.get("label", value.get("name"))
-            if isinstance(tag, str):
-                tags.append(tag)
-    return " ".join(tags)
+    return " ".join(value.tag for value in (attributes or {}).values() if value.tag)
 
 
 def draw_trails(canvas: np.ndarray, trails: dict[int, list[tuple[int, int]]]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.object_results import Label
 from vapipe.pipeline.registry import register
 from vapipe.stages.infer.names import class_names
 from vapipe.stages.objects import outputs as out
@@ -75,5 +76,5 @@ class ClassifyStage(ObjectModelStage):
     def _label(self, k: int) -> str:
         return self.labels[k] if k < len(self.labels) else f"class_{k}"
 
-    def attribute(self, result: Result, box: np.ndarray) -> dict[str, Any]:
-        return {"label": result.label, "score": round(result.score, 4)}
+    def attribute(self, result: Result, box: np.ndarray) -> Label:
+        return Label(str(result.label), result.score)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.pipeline.object_results import BoxesInside, FoundBox
 from vapipe.pipeline.registry import register
 from vapipe.stages.crops.warp import cut, points_to_frame, to_frame, warp_matrix
 from vapipe.stages.infer.heads import Family, detect_family
@@ -126,22 +126,22 @@ class DetectInsideStage(ObjectModelStage):
     def _name(self, class_id: int) -> str:
         return self.names[class_id] if class_id < len(self.names) else str(class_id)
 
-    def attribute(self, result: Result, box: np.ndarray) -> dict[str, Any]:
+    def attribute(self, result: Result, box: np.ndarray) -> BoxesInside:
+        """The boxes where the object is now: found in fractions of its box, placed on it."""
         boxes, scores, classes, points = result.payload
         origin, span = _placing(box)
         placed = boxes * span + origin
-        found = []
-        for k, xyxy in enumerate(placed):
-            entry: dict[str, Any] = {
-                "xyxy": [round(float(v), 2) for v in xyxy],
-                "score": round(float(scores[k]), 4),
-                "label": self._name(int(classes[k])),
-            }
-            if points is not None:
-                at = points[k] * span[:2] + origin[:2]
-                entry["landmarks"] = [[round(float(x), 1), round(float(y), 1)] for x, y in at]
-            found.append(entry)
-        return {"boxes": found}
+        return BoxesInside(
+            tuple(
+                FoundBox(
+                    xyxy,
+                    float(scores[k]),
+                    self._name(int(classes[k])),
+                    None if points is None else points[k] * span[:2] + origin[:2],
+                )
+                for k, xyxy in enumerate(placed)
+            )
+        )
 
     def best_in(self, picture: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
         """The best box (and landmarks) this node's model finds in a whole picture, frame

@@ -7,13 +7,13 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
+from vapipe.pipeline.object_results import Embedding
 from vapipe.pipeline.registry import register
 from vapipe.stages.crops.cutter import frame_cut
 from vapipe.stages.crops.warp import cut
@@ -156,12 +156,11 @@ class EmbedStage(ObjectModelStage):
             for match, vector in zip(self.gallery.match(vectors), vectors, strict=True)
         ]
 
-    def attribute(self, result: Result, box: np.ndarray) -> dict[str, Any]:
-        value: dict[str, Any] = {}
-        if self.gallery is not None:
-            value = {"name": result.label, "similarity": round(result.score, 4)}
-        if self.config.vector or self.gallery is None:
-            value["dims"] = int(result.payload.shape[0])
-        if self.config.vector:
-            value["vector"] = [round(float(v), 5) for v in result.payload]
-        return value
+    def attribute(self, result: Result, box: np.ndarray) -> Embedding:
+        named = self.gallery is not None
+        return Embedding(
+            vector=result.payload,
+            name=str(result.label) if named else None,
+            similarity=result.score if named else None,
+            written=self.config.vector,
+        )

@@ -19,6 +19,7 @@ import numpy as np
 
 from vapipe.pipeline.assets import Kind, model_entry
 from vapipe.pipeline.frame import Frame, Message
+from vapipe.pipeline.object_results import BoxesInside, ObjectResult
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
 from vapipe.stages.crops.cutter import Crop, Cropper, run_in_chunks
 from vapipe.stages.crops.warp import CropRule, Window, crop_box, touches_edge, warp_matrix
@@ -204,10 +205,11 @@ class ObjectModelStage(BatchStage):
             box: Any = dets.xyxy[index]
             if on is not None:
                 held = dets.attributes[index] if dets.attributes is not None else None
-                boxes = (held or {}).get(on, {}).get("boxes") if held else None
-                if not boxes:
+                inside = held.get(on) if held else None
+                best = inside.best if isinstance(inside, BoxesInside) else None
+                if best is None:
                     continue
-                box = np.asarray(boxes[0]["xyxy"], np.float32)
+                box = np.asarray(best.xyxy, np.float32)
             found[index] = ((frame.source_id, track_id), box)
         return found
 
@@ -258,7 +260,7 @@ class ObjectModelStage(BatchStage):
         """One vote per crop, from the model's outputs (N x ...)."""
         raise NotImplementedError
 
-    def attribute(self, result: Result, box: np.ndarray) -> dict[str, Any]:
+    def attribute(self, result: Result, box: np.ndarray) -> ObjectResult:
         """What the object's detection carries under this node's name, for an object whose
         result holds, now at ``box``."""
         raise NotImplementedError

@@ -13,7 +13,6 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import av
 from pydantic import Field, field_validator
@@ -173,9 +172,9 @@ class ClipsSink(MediaSink[Clip]):
     def process(self, frame: Frame) -> tuple[Frame]:
         if self.config.annotated:
             self._keep_frame(frame)
-        for event in frame.events:
+        for index, event in enumerate(frame.events):
             if event["event"] in self.event_types:
-                self._clip_for(frame, event)
+                self._clip_for(frame, index)
         with self._lock:
             # A frame past a clip's end: no later event can join it, and its packets are in.
             for clip in list(self._open.get(frame.source_id, [])):
@@ -194,8 +193,9 @@ class ClipsSink(MediaSink[Clip]):
                 if frame.pts <= clip.end:
                     clip.frames.append(frame)
 
-    def _clip_for(self, frame: Frame, event: dict[str, Any]) -> None:
+    def _clip_for(self, frame: Frame, index: int) -> None:
         cfg = self.config
+        event = frame.events[index]
         start, end = frame.pts - cfg.pre_s, frame.pts + cfg.post_s
         with self._lock:
             clips = self._open.setdefault(frame.source_id, [])
@@ -214,8 +214,9 @@ class ClipsSink(MediaSink[Clip]):
                 clips.remove(clip)
                 self.without_packets += 1
                 return
-            event["clip"] = clip.path
-            event["clip_at_s"] = round(max(frame.pts - first, 0.0), 3)
+            files = frame.files_of(index)
+            files.clip = clip.path
+            files.clip_at_s = round(max(frame.pts - first, 0.0), 3)
 
     def _gather(self, clip: Clip, frame: Frame) -> float | None:
         """What the clip shows up to now (under the lock): the time of its first frame, or

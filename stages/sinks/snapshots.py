@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 import cv2
 import numpy as np
@@ -157,12 +156,13 @@ class SnapshotsSink(MediaSink[Shot]):
         best = self._best.setdefault(frame.source_id, BestBoxes(self.config.best_of_s))
         if not frame.predicted:  # a guessed box between detections is no picture of it
             best.update(frame)
-        for event in frame.events:
+        for index, event in enumerate(frame.events):
             if event["event"] in self.event_types:
-                self._picture(frame, event, best)
+                self._picture(frame, index, best)
         return (frame,)
 
-    def _picture(self, frame: Frame, event: dict[str, Any], best: BestBoxes) -> None:
+    def _picture(self, frame: Frame, index: int, best: BestBoxes) -> None:
+        event = frame.events[index]
         track_id = event.get("track_id")
         shown, box = frame, None
         if track_id is not None:
@@ -175,11 +175,12 @@ class SnapshotsSink(MediaSink[Shot]):
         stem = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}"
         crop = f"{stem}-crop.jpg" if self.config.crop and box is not None else None
         if self.submit(Shot(shown, box, f"{stem}.jpg", crop)):
-            event["snapshot"] = f"{stem}.jpg"
+            files = frame.files_of(index)
+            files.snapshot = f"{stem}.jpg"
             if crop is not None and box is not None:
-                event["snapshot_crop"] = crop
-                event["snapshot_box"] = [round(v, 2) for v in box]
-                event["snapshot_seq"] = shown.seq
+                files.snapshot_crop = crop
+                files.snapshot_box = [round(v, 2) for v in box]
+                files.snapshot_seq = shown.seq
 
     def _encode(self, picture: np.ndarray) -> bytes:
         ok, data = cv2.imencode(".jpg", picture, [cv2.IMWRITE_JPEG_QUALITY, self.config.quality])

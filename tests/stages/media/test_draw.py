@@ -53,13 +53,15 @@ def test_trails_follow_each_track_and_forget_gone_ones() -> None:
 
 
 def test_a_box_shows_what_models_on_the_object_said_and_the_boxes_inside_it() -> None:
+    from vapipe.pipeline.object_results import BoxesInside, Embedding, FoundBox, Label
     from vapipe.stages.media.draw import attribute_tags, draw_detections
 
-    held = {"kind": {"label": "cab", "score": 0.9}, "who": {"name": "alice", "similarity": 0.7},
-            "face": {"boxes": [{"xyxy": [40, 40, 60, 60], "score": 0.9, "label": "face"}]},
-            "reid": {"dims": 256}}  # fmt: skip
+    vector = np.ones(256, np.float32) / 16
+    face = FoundBox(np.array([40, 40, 60, 60], np.float32), 0.9, "face")
+    held = {"kind": Label("cab", 0.9), "who": Embedding(vector, "alice", 0.7),
+            "face": BoxesInside((face,)), "reid": Embedding(vector)}  # fmt: skip
     assert attribute_tags(held) == "cab alice"
-    assert attribute_tags(None) == "" and attribute_tags({"reid": {"dims": 256}}) == ""
+    assert attribute_tags(None) == "" and attribute_tags({"reid": Embedding(vector)}) == ""
     image = np.zeros((120, 400, 3), np.uint8)
     plain = Detections(
         np.array([[20, 30, 100, 110]], np.float32), np.array([0.8], np.float32),

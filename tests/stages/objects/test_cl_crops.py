@@ -222,7 +222,7 @@ def test_a_kernel_that_fails_at_run_time_leaves_the_node_on_numpy(
     ]
     assert stage.cropper.device is None and Failing.calls == 1
     assert stage.counts["crops"] == 2 and stage.counts["failed"] == 0
-    labels = [f.detections.attributes[0]["kind"]["label"] for f in done]  # type: ignore[union-attr,index]
+    labels = [f.detections.attributes[0]["kind"].label for f in done]  # type: ignore[union-attr,index]
     assert labels == ["light", "dark"]
     stage.close()
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.stages.sinks.config_bounds import assert_bounds
+from tests.stages.sinks.event_view import written
 from vapipe.pipeline.frame import EncodedPacket, EncodedStream, Frame, Message, StreamInfo
 from vapipe.stages.media.files import Writer
 from vapipe.stages.sinks.clips import Clip, ClipsConfig, ClipsSink, Ring, fill
@@ -104,7 +105,7 @@ def test_an_event_whose_span_starts_at_the_clips_end_joins_it(tmp_path: Path) ->
     first, second = frame(2.0, [crossing()]), frame(4.0, [crossing()])
     node.process(first)
     node.process(second)  # 3.0 to 5.0: starts where the first ends; 1.0 to 5.0 is 4 s
-    assert first.events[0]["clip"] == second.events[0]["clip"]
+    assert written(first, 0)["clip"] == written(second, 0)["clip"]
     assert len(open_clips(node)) == 1 and open_clips(node)[0].end == 5.0
 
 
@@ -114,7 +115,7 @@ def test_a_clip_longer_than_max_clip_s_is_not_joined(tmp_path: Path) -> None:
     events = [frame(t, [crossing()]) for t in (2.0, 3.0, 4.5)]
     for item in events:
         node.process(item)
-    paths = [item.events[0]["clip"] for item in events]
+    paths = [written(item, 0)["clip"] for item in events]
     # 1.0-4.0 joined; 3.5-5.5 overlaps but would make 4.5 s
     assert paths[0] == paths[1] != paths[2]
 
@@ -175,12 +176,12 @@ def test_an_event_older_than_the_ring_is_at_its_start(tmp_path: Path) -> None:
     feed(node, 6.0, 8.0)
     late = frame(5.5, [crossing()])  # 4.5 to 6.5, and the ring begins at 6.0
     node.process(late)
-    assert late.events[0]["clip_at_s"] == 0.0
+    assert written(late, 0)["clip_at_s"] == 0.0
     other = sink(tmp_path)
     feed(other, 6.0, 8.0)
     gone = frame(4.0, [crossing()])  # nothing of 3.0 to 5.0 is left: no clip
     other.process(gone)
-    assert "clip" not in gone.events[0] and other.without_packets == 1
+    assert "clip" not in written(gone, 0) and other.without_packets == 1
 
 
 def test_a_clip_the_writer_cannot_take_is_said(

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
+from tests.stages.sinks.event_view import written
 from tests.stages.source.test_packets import Tap
 from vapipe.pipeline.frame import EncodedPacket, Frame, Message, StreamInfo
 from vapipe.stages.sinks.clips import ClipsConfig, ClipsSink, Ring
@@ -105,7 +106,7 @@ def test_one_clip_for_overlapping_events_from_the_keyframe_before(
         node.take_packet("cam", packet)  # 300 + 4 s of frames pass its end: written now
     assert node.writer is not None
     node.close()
-    a, b = first.events[0], second.events[0]
+    a, b = written(first, 0), written(second, 0)
     assert a["clip"] == b["clip"]
     times = frame_times(tmp_path / a["clip"])
     # from keyframe 250 (the one before 1 s ahead of frame 280) to 2 s after frame 300
@@ -126,7 +127,7 @@ def test_events_apart_get_clips_of_their_own_and_a_clip_ends_at_max_clip_s(
         node.process(item)
     node.flush()
     node.close()
-    paths = [item.events[0]["clip"] for item in events]
+    paths = [written(item, 0)["clip"] for item in events]
     # 260 and 290 overlap (3.3 s together); 330 would make it 4.9 s > 4: a new one
     assert paths[0] == paths[1] and len(set(paths)) == 3
     assert node.stats()["written"] == 3
@@ -149,8 +150,8 @@ def test_a_file_that_ends_closes_its_clips_and_removal_forgets_the_source(
     gone = frame(475, [crossing(4)])
     node.process(gone)  # no packets left for it: no clip, and no path to one
     node.close()
-    assert "clip" in last.events[0] and "clip" not in gone.events[0]
-    assert (tmp_path / last.events[0]["clip"]).is_file()
+    assert "clip" in written(last, 0) and "clip" not in written(gone, 0)
+    assert (tmp_path / written(last, 0)["clip"]).is_file()
     assert node.stats()["written"] == 1 and node.without_packets == 1
 
 
@@ -161,7 +162,7 @@ def test_only_its_event_types_get_clips(tmp_path: Path, packets: list[EncodedPac
     item = frame(40, [crossing(1), {"event": "zone_enter", "track_id": 1, "zone": "z"}])
     node.process(item)
     node.close()
-    assert "clip" not in item.events[0] and "clip" in item.events[1]
+    assert "clip" not in written(item, 0) and "clip" in written(item, 1)
 
 
 def drawn_frame(seq: int, events: list[dict[str, Any]] | None = None) -> Frame:
@@ -187,7 +188,7 @@ def test_annotated_clips_draw_and_encode_the_frames_around_the_event(tmp_path: P
     for item in frames:
         node.process(item)
     node.close()
-    first, second = frames[10].events[0], frames[12].events[0]
+    first, second = written(frames[10], 0), written(frames[12], 0)
     assert first["clip"] == second["clip"]  # 12 falls in 10's span: one clip, made longer
     assert (first["clip_at_s"], second["clip_at_s"]) == (0.5, 0.7)
     with av.open(str(tmp_path / first["clip"])) as container:

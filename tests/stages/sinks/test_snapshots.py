@@ -13,6 +13,7 @@ import pydantic
 import pytest
 
 from tests.stages.sinks.config_bounds import assert_bounds
+from tests.stages.sinks.event_view import written
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
 from vapipe.stages.media.files import Writer
@@ -121,7 +122,7 @@ def test_an_event_gets_a_picture_of_the_frame_and_one_of_its_object(tmp_path: Pa
     event.events.append(crossing())
     node.process(event)
     node.close()
-    record = event.events[0]
+    record = written(event, 0)
     # the best of the last second is the first frame's box, not the event's
     assert record["snapshot_seq"] == 0
     assert record["snapshot_box"] == [100, 100, 180, 150]
@@ -148,7 +149,7 @@ def test_guessed_boxes_are_never_the_picture(tmp_path: Path) -> None:
     guessed.events.append(crossing())
     node.process(guessed)
     node.close()
-    assert guessed.events[0]["snapshot_seq"] == 0
+    assert written(guessed, 0)["snapshot_seq"] == 0
 
 
 def test_only_the_configured_event_types_get_pictures(tmp_path: Path) -> None:
@@ -157,8 +158,8 @@ def test_only_the_configured_event_types_get_pictures(tmp_path: Path) -> None:
     event.events += [crossing(), {"event": "zone_enter", "track_id": 7, "zone": "z"}]
     node.process(event)
     node.close()
-    assert "snapshot" not in event.events[0]
-    assert "snapshot" in event.events[1] and "snapshot_crop" not in event.events[1]
+    assert "snapshot" not in written(event, 0)
+    assert "snapshot" in written(event, 1) and "snapshot_crop" not in written(event, 1)
     assert len([p for p in tmp_path.rglob("*.jpg")]) == 1
     assert (node.stats()["written"], node.stats()["failed"]) == (1, 0)
 
@@ -169,7 +170,7 @@ def test_an_event_without_an_object_gets_the_frame_only(tmp_path: Path) -> None:
     event.events.append({"event": "zone_crowded", "track_id": None, "zone": "z"})
     node.process(event)
     node.close()
-    assert "snapshot" in event.events[0] and "snapshot_crop" not in event.events[0]
+    assert "snapshot" in written(event, 0) and "snapshot_crop" not in written(event, 0)
 
 
 def test_a_full_queue_drops_the_picture_and_its_path(tmp_path: Path) -> None:
@@ -196,7 +197,7 @@ def test_a_full_queue_drops_the_picture_and_its_path(tmp_path: Path) -> None:
     release.set()
     node.close()
     # one being written, one waiting, the third refused: no path to a file that never comes
-    assert ["snapshot" in f.events[0] for f in frames] == [True, True, False]
+    assert ["snapshot" in written(f, 0) for f in frames] == [True, True, False]
     assert node.stats()["dropped"] == 1
     assert node.stats()["written"] == 2
 
@@ -269,7 +270,7 @@ def test_the_box_in_the_event_is_rounded_to_hundredths(tmp_path: Path) -> None:
     event.events.append(crossing())
     node.process(event)
     node.close()
-    assert event.events[0]["snapshot_box"] == [100.12, 100.46, 180.79, 150.0]
+    assert written(event, 0)["snapshot_box"] == [100.12, 100.46, 180.79, 150.0]
 
 
 def test_snapshots_is_a_registered_type() -> None:
