@@ -5,22 +5,30 @@ registered with :func:`backend`; nothing else names it. The table's union of con
 its config, found by a registry).
 
 Every module of the package is imported once, the first time the backends are asked for:
-they import nothing heavy at the top (onnxruntime and torch load when a model does).
+they import nothing heavy at the top (onnxruntime and torch load when a model does). A backend
+of another package is a module named in the ``vapipe.backends`` entry-point group, loaded then
+too (docs/writing-a-stage.md, "A backend"); one that fails to load is remembered by name
+(``plugin_errors``) and logged, never hiding the others.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.infer.backends.base import Backend
 
+log = logging.getLogger(__name__)
+
 PACKAGE = "vapipe.stages.infer.backends"
+ENTRY_POINT_GROUP = "vapipe.backends"
 NOT_BACKENDS = frozenset({"registry", "config"})
 """This module, and the one that builds the table's union from it."""
 
@@ -61,6 +69,8 @@ class BackendType:
 
 
 _types: dict[str, BackendType] = {}
+plugin_errors: dict[str, str] = {}
+"""Entry-point name -> why that backend did not load."""
 _found = False
 _lock = threading.RLock()
 L = TypeVar("L", bound=Loader)
@@ -89,4 +99,17 @@ def types() -> dict[str, BackendType]:
                 if module.name not in NOT_BACKENDS:
                     importlib.import_module(f"{PACKAGE}.{module.name}")
             _found = True
+            _load_plugins()
     return dict(_types)
+
+
+def _load_plugins() -> None:
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry.load()
+        except Exception as exc:  # a broken plugin must not take the built-ins down
+            reason = f"{type(exc).__name__}: {exc}"
+            plugin_errors[entry.name] = f"{entry.value}: {reason}"
+            log.warning(
+                "backend plugin '%s' (%s) failed to load: %s", entry.name, entry.value, reason
+            )
