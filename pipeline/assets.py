@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from vapipe.pipeline.errors import ConfigError, PipelineError
+from vapipe.pipeline.errors import ConfigError, MissingDependencyError, PipelineError
 
 log = logging.getLogger(__name__)
 
@@ -205,9 +205,18 @@ def _download_entry(entry: dict[str, Any], target: Path) -> None:
         if not expected:
             log.warning("no sha256 in the manifest for %s; not verified", entry["url"])
         if entry.get("convert"):
-            from vapipe.models.convert import convert
+            from vapipe.models.convert import ConversionError, convert
 
-            convert(entry["convert"], download, target, entry.get("input_size", [640, 640]))
+            size = entry.get("input_size", [640, 640])
+            try:
+                convert(entry["convert"], download, target, size)
+            except ConversionError as exc:
+                raise PipelineError(str(exc)) from None
+            except ImportError as exc:
+                missing = exc.name or "ultralytics"
+                raise MissingDependencyError(
+                    missing, f"converting {download.name} to ONNX"
+                ) from None
         else:
             shutil.move(download, target)
     log.info("saved %s", target)

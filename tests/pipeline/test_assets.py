@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,6 +100,35 @@ def test_download_checks_sha256(
     entry["url"] = f"{base}/gone.mp4"
     with pytest.raises(PipelineError, match=r"downloading .*gone\.mp4 failed"):
         assets.fetch("media", "clip", force_download=True)
+
+
+def test_a_converter_that_cannot_run_is_a_one_line_error(
+    isolated: Path, http_root: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    from vapipe.pipeline.errors import MissingDependencyError
+
+    base, root = http_root
+    (root / "w.pt").write_bytes(b"weights")
+    entry = {"file": "w.onnx", "url": f"{base}/w.pt", "convert": "nope"}
+    monkeypatch.delenv("VAPIPE_OFFLINE", raising=False)
+    monkeypatch.setattr(assets, "manifest_entries", lambda kind: {"w": entry})
+    with pytest.raises(PipelineError, match=r"^unknown converter 'nope' in the model manifest$"):
+        assets.fetch("models", "w")
+    real_import = builtins.__import__
+
+    def no_ultralytics(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "ultralytics":
+            raise ModuleNotFoundError("No module named 'ultralytics'", name="ultralytics")
+        return real_import(name, *args, **kwargs)
+
+    entry["convert"] = "ultralytics"
+    monkeypatch.setattr(builtins, "__import__", no_ultralytics)
+    with pytest.raises(MissingDependencyError, match=r"converting w\.pt to ONNX needs the "
+                       r"'ultralytics' package: pip install ultralytics"):  # fmt: skip
+        assets.fetch("models", "w")
+    assert not (isolated / "cache/vapipe/models/w.onnx").exists()
 
 
 def test_download_progress_line(http_root: tuple[str, Path], tmp_path: Path) -> None:
