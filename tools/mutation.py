@@ -38,6 +38,14 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/source/test_device_stream.py",
     ],
     "pipeline/geometry.py": ["tests/pipeline/test_geometry.py", "tests/stages/test_nms.py"],
+    "pipeline/object_results.py": [
+        "tests/pipeline/test_object_results.py",
+        "tests/pipeline/test_detections.py",
+    ],
+    "stages/infer/backends/registry.py": [
+        "tests/stages/infer/test_backend_config.py",
+        "tests/stages/test_declared_hooks.py",
+    ],
     "pipeline/detections.py": ["tests/pipeline/test_detections.py", "tests/stages/test_nms.py"],
     "stages/source/nvdec.py": ["tests/stages/source/test_hardware_decode.py"],
     "stages/source/rocdecode.py": ["tests/stages/source/test_hardware_decode.py"],
