@@ -14,6 +14,7 @@ from vapipe.pipeline.object_results import BoxesInside, Embedding, FoundBox, Lab
 from vapipe.stages.events.records import frame_records
 
 VECTOR = np.array([0.6, 0.8, 0.0], np.float32)
+FINE = np.array([0.1234567, 0.9923456], np.float64)
 
 
 def test_a_label_rounds_its_score_and_is_its_tag() -> None:
@@ -24,7 +25,7 @@ def test_a_label_rounds_its_score_and_is_its_tag() -> None:
 def test_boxes_inside_round_and_keep_landmarks_where_found() -> None:
     face = FoundBox(
         np.array([1.234, 2.345, 10.0, 20.999], np.float32), 0.87654, "face",
-        np.array([[3.14159, 4.0], [5.54, 6.04]], np.float32),
+        np.array([[3.14159, 4.0], [5.54, 6.06]], np.float32),
     )  # fmt: skip
     plate = FoundBox(np.array([0, 0, 4, 2], np.float32), 0.5, "plate")
     inside = BoxesInside((face, plate))
@@ -32,7 +33,7 @@ def test_boxes_inside_round_and_keep_landmarks_where_found() -> None:
     assert inside.as_event() == {
         "boxes": [
             {"xyxy": [1.23, 2.35, 10.0, 21.0], "score": 0.8765, "label": "face",
-             "landmarks": [[3.1, 4.0], [5.5, 6.0]]},
+             "landmarks": [[3.1, 4.0], [5.5, 6.1]]},
             {"xyxy": [0.0, 0.0, 4.0, 2.0], "score": 0.5, "label": "plate"},
         ]
     }  # fmt: skip
@@ -48,6 +49,21 @@ def test_an_embedding_shows_its_name_its_size_and_its_vector_where_written() -> 
     }  # fmt: skip
     assert written.as_event(vector=False) == {"name": "ana", "similarity": 0.7, "dims": 3}
     assert as_events({"who": written}, vector=False) == {"who": written.as_event(vector=False)}
+    assert Embedding(FINE, written=True).as_event()["vector"] == [0.12346, 0.99235]
+    assert Embedding(VECTOR, "ana").as_event() == {"name": "ana", "similarity": 0.0}
+    assert "0.6" not in repr(named) and "ana" in repr(named)  # the vector is long: not shown
+
+
+def test_results_cannot_be_changed_once_made() -> None:
+    import dataclasses
+
+    import pytest
+
+    found = FoundBox(np.zeros(4, np.float32), 0.5, "face")
+    for value, key in ((Label("a", 0.5), "label"), (BoxesInside((found,)), "boxes"),
+                       (found, "label"), (Embedding(VECTOR), "name")):  # fmt: skip
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, key, None)
 
 
 def test_frame_and_analytics_events_carry_them_as_json_and_pass_the_schema() -> None:
