@@ -43,8 +43,8 @@ MODULES: dict[str, list[str]] = {
         "tests/pipeline/test_detections.py",
     ],
     "stages/infer/backends/registry.py": [
+        "tests/stages/infer/backends/test_registry.py",
         "tests/stages/infer/test_backend_config.py",
-        "tests/stages/test_declared_hooks.py",
     ],
     "pipeline/detections.py": ["tests/pipeline/test_detections.py", "tests/stages/test_nms.py"],
     "stages/source/nvdec.py": ["tests/stages/source/test_hardware_decode.py"],
