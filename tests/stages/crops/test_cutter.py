@@ -123,3 +123,34 @@ def test_a_model_runs_in_chunks_of_its_batch_sizes_in_order() -> None:
     out = run_in_chunks(run, np.arange(10, dtype=np.float32)[:, None], 4)
     assert seen == [4, 4, 2]
     assert out[:, 0].tolist() == [2 * v for v in range(10)]
+
+
+def test_a_frame_with_i420_is_cut_from_its_planes_without_making_its_whole_image() -> None:
+    import cv2
+
+    from vapipe.stages.crops.cutter import frame_picture
+
+    bgr = np.random.default_rng(5).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    yuv = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420)
+    converted = cv2.cvtColor(yuv, cv2.COLOR_YUV2BGR_I420)
+    decoded = Frame("cam", 0, 0.0, 0.0, None, INFO, yuv=yuv)  # type: ignore[arg-type]
+    cut = cropper()
+    matrix, window = cut.warp(BOX)
+    crop = frame_cut(decoded, matrix, (16, 8), window)
+    assert not decoded.image_made(), "the whole picture was converted for one crop"
+    assert np.array_equal(crop, frame_cut(Frame("cam", 0, 0.0, 0.0, converted, INFO), matrix,
+                                          (16, 8), window))  # fmt: skip
+    assert frame_picture(decoded) is decoded.i420()
+    image = decoded.image  # made now: crops read it rather than converting again
+    assert frame_picture(decoded) is image
+    assert np.array_equal(frame_cut(decoded, matrix, (16, 8), window), crop)
+    plain = frame(7)
+    assert frame_picture(plain) is plain.image
+
+
+def test_a_crop_is_fixed_once_made() -> None:
+    import dataclasses
+
+    crop = Crop(frame(1), np.eye(2, 3))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        crop.window = (0, 0, 1, 1)  # type: ignore[misc]
