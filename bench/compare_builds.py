@@ -62,6 +62,7 @@ EVENT_CONFIGS: dict[str, tuple[str, ...]] = {
     # Paced like cameras, its leaky links drop frames by timing: read as files, nothing drops.
     "multi.toml": tuple(f"cam{n}.realtime=false" for n in (1, 2, 3)),
     "gpu.toml": (),
+    "faces.toml": (),
 }
 """The sample configs that run offline on sample media with no service or cluster, with
 the overrides that make two runs of one build write the same events."""

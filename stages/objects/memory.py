@@ -18,6 +18,7 @@ The rule, per object (a source's track, or the box another node found inside one
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,16 @@ class ObjectMemory:
         score = sum(v.score for v in mine) / len(mine)
         assert label is not None
         return Result(label, score, best.payload, len(votes))
+
+    def shadow(self) -> ObjectMemory:
+        """A copy to plan a batch on (which crops to cut) without touching this memory."""
+        copy = ObjectMemory(self.rules)
+        copy.objects = {
+            key: dataclasses.replace(state, votes=list(state.votes))
+            for key, state in self.objects.items()
+        }
+        copy._swept = dict(self._swept)
+        return copy
 
     def renew(self) -> None:
         """Every object starts a new round when next seen; results stay until then."""

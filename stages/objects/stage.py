@@ -152,20 +152,48 @@ class ObjectModelStage(BatchStage):
     # -- per batch ----------------------------------------------------------------------
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
+        """The batch's attempts, as frame-by-frame processing makes them (the same results on
+        the same frames whatever the batching): the crops planned on a copy of the memory and
+        run in one model call, then the frames taken in order, each attempt recorded before
+        the next frame is looked at, and each frame given the results that hold after its own
+        attempts (never one that a later frame's attempt made)."""
+        objects = [self._objects(frame) for frame in items]
+        votes = self._planned(items, objects)
+        for position, (frame, found) in enumerate(zip(items, objects, strict=True)):
+            if frame.detections is not None:
+                self.memory.sweep(frame.source_id, frame.pts)
+                if not frame.predicted:  # the boxes are the tracker's guesses: no attempt
+                    self._attempts(frame, position, found, votes)
+            self._apply(frame, found)
+        return items
+
+    def _planned(
+        self, items: list[Frame], objects: list[dict[int, tuple[tuple[str, int], np.ndarray]]]
+    ) -> dict[tuple[int, tuple[str, int]], Vote | None]:
+        """(frame position, object) -> the vote of its crop on that frame (None: the crop
+        failed), for the attempts a copy of the memory says the batch will make (every
+        attempt made as if none settled its object: the real ones are among them)."""
+        shadow = self.memory.shadow()
         pending: list[tuple[Frame, Job]] = []
-        objects: list[dict[int, tuple[tuple[str, int], np.ndarray]]] = []
-        for position, frame in enumerate(items):
-            found = self._objects(frame)
-            objects.append(found)
+        for position, (frame, found) in enumerate(zip(items, objects, strict=True)):
             if frame.detections is None:
                 continue
-            self.memory.sweep(frame.source_id, frame.pts)
-            if frame.predicted:  # the boxes are the tracker's guesses: no attempt on them
+            shadow.sweep(frame.source_id, frame.pts)
+            if frame.predicted:
                 continue
             for index, (key, box) in found.items():
-                job = self._job(frame, position, index, key, box)
-                if job is not None:
-                    pending.append((frame, job))
+                if self._due(shadow, frame, key, box) and self._cap.take():
+                    pending.append((frame, self._job(frame, position, index, key, box)))
+                    shadow.reserve(key, frame.pts, _area(box))
+        return self._votes(pending)
+
+    def _votes(
+        self, pending: list[tuple[Frame, Job]]
+    ) -> dict[tuple[int, tuple[str, int]], Vote | None]:
+        """The crops cut and run through the model in one call (in chunks of its batch)."""
+        planned: dict[tuple[int, tuple[str, int]], Vote | None] = {
+            (job.frame, job.key): None for _, job in pending
+        }
         jobs, batch = self._inputs(pending)
         if jobs:
             most = self.config.max_batch  # the batch sizes the backend prepared for
@@ -173,11 +201,39 @@ class ObjectModelStage(BatchStage):
             self.counts["crops"] += len(jobs)
             self.counts["model_calls"] += -(-len(jobs) // most)
             for job, vote in zip(jobs, self.votes(outputs, jobs), strict=True):
-                if self.memory.record(job.key, vote) is not None:
-                    self.counts["results"] += 1
-        for frame, found in zip(items, objects, strict=True):
-            self._apply(frame, found)
-        return items
+                planned[(job.frame, job.key)] = vote
+        return planned
+
+    def _attempts(
+        self,
+        frame: Frame,
+        position: int,
+        found: dict[int, tuple[tuple[str, int], np.ndarray]],
+        votes: dict[tuple[int, tuple[str, int]], Vote | None],
+    ) -> None:
+        """The frame's attempts on the memory itself, each vote recorded at once; a due object
+        that the plan did not foresee is cropped and run now."""
+        due = [(index, key, box) for index, (key, box) in found.items() if self._due(
+            self.memory, frame, key, box, count=True)]  # fmt: skip
+        unplanned = [(i, k, b) for i, k, b in due if (position, k) not in votes]
+        if unplanned:
+            late = [
+                (frame, self._job(frame, position, i, k, b))
+                for i, k, b in unplanned
+                if self._cap.take() or self._defer()
+            ]
+            votes.update(self._votes(late))
+        for _, key, box in due:
+            if (position, key) not in votes:
+                continue  # held back by the rate cap
+            self.memory.reserve(key, frame.pts, _area(box))
+            vote = votes[(position, key)]
+            if vote is not None and self.memory.record(key, vote) is not None:
+                self.counts["results"] += 1
+
+    def _defer(self) -> bool:
+        self.counts["deferred"] += 1
+        return False
 
     def _inputs(self, pending: list[tuple[Frame, Job]]) -> tuple[list[Job], np.ndarray]:
         """The jobs whose crops were cut, and the model's input for them."""
@@ -213,27 +269,33 @@ class ObjectModelStage(BatchStage):
             found[index] = ((frame.source_id, track_id), box)
         return found
 
-    def _job(
-        self, frame: Frame, position: int, index: int, key: tuple[str, int], box: np.ndarray
-    ) -> Job | None:
-        width = float(box[2] - box[0])
-        height = float(box[3] - box[1])
-        area = max(width, 0.0) * max(height, 0.0)
-        if not self.memory.due(key, frame.pts, area):
-            return None
+    def _due(
+        self,
+        memory: ObjectMemory,
+        frame: Frame,
+        key: tuple[str, int],
+        box: np.ndarray,
+        count: bool = False,
+    ) -> bool:
+        """Whether ``memory`` tries the object on this frame: due by its rules, large enough,
+        away from the frame's edge (those two counted where ``count``)."""
+        if not memory.due(key, frame.pts, _area(box)):
+            return False
+        width, height = float(box[2] - box[0]), float(box[3] - box[1])
         if min(width, height) < self.config.min_size:
-            self.counts["too_small"] += 1
-            return None
+            self.counts["too_small"] += count
+            return False
         frame_h, frame_w = frame.shape[:2]
         if self.config.skip_at_edge and touches_edge(box, frame_w, frame_h):
-            self.counts["at_edge"] += 1
-            return None
-        if not self._cap.take():
-            self.counts["deferred"] += 1
-            return None
+            self.counts["at_edge"] += count
+            return False
+        return True
+
+    def _job(
+        self, frame: Frame, position: int, index: int, key: tuple[str, int], box: np.ndarray
+    ) -> Job:
         matrix = self.matrix_for(frame, index, box)
         window = self.cropper.window(box, matrix)
-        self.memory.reserve(key, frame.pts, area)
         return Job(position, index, key, box, matrix, window, frame.pts)
 
     def matrix_for(self, frame: Frame, index: int, box: np.ndarray) -> np.ndarray:
@@ -292,3 +354,7 @@ class ObjectModelStage(BatchStage):
             "most_calls_per_object": self.memory.most_calls,
             "attempts_per_round": cfg.attempts,
         }
+
+
+def _area(box: np.ndarray) -> float:
+    return max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
