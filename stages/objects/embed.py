@@ -11,6 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from vapipe.pipeline.assets import model_entry
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.object_results import Embedding
@@ -25,6 +26,9 @@ from vapipe.stages.objects.memory import Result, Vote
 from vapipe.stages.objects.stage import Job, ObjectModelStage
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MATCH = 0.45
+"""The match of a model with no measured one (MobileFaceNet-class face embeddings)."""
 
 FACE_TEMPLATE_112 = np.array(
     [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655],
@@ -54,6 +58,20 @@ class EmbedStage(ObjectModelStage):
     def binds_to(self) -> str | None:
         return self.config.on
 
+    def match(self) -> float:
+        """The similarity a gallery name needs: the node's ``match``, else its model's (the
+        manifest's measured value), else ``DEFAULT_MATCH``; the log says which."""
+        if self.config.match is not None:
+            return self.config.match
+        measured = model_entry(self.config.model).get("match")
+        if isinstance(measured, int | float):
+            log.info("%s: match = %.2f, %s's own (models/manifest.toml)", self.name, measured,
+                     self.config.model)  # fmt: skip
+            return float(measured)
+        log.info("%s: match = %.2f (no measured value for %s: set match for it)", self.name,
+                 DEFAULT_MATCH, self.config.model)  # fmt: skip
+        return DEFAULT_MATCH
+
     def vote_threshold(self) -> float:
         return 0.0  # every attempt votes: for a name, or for unknown
 
@@ -77,7 +95,7 @@ class EmbedStage(ObjectModelStage):
                 key="model",
             )
         if self.config.gallery is not None:
-            self.gallery = Gallery(self.config.gallery, self._embed_picture, self.config.match)
+            self.gallery = Gallery(self.config.gallery, self._embed_picture, self.match())
             self.gallery.load()
             self._checked = time.monotonic()
 

@@ -29,6 +29,9 @@ from vapipe.stages.objects.model import ObjectModel
 
 log = logging.getLogger(__name__)
 
+DEFAULT_THRESHOLD = 0.5
+"""The score an attempt needs to vote, for a model with no threshold of its own."""
+
 COUNTERS = ("crops", "model_calls", "too_small", "at_edge", "deferred", "failed", "results")
 """What ``--stats`` and ``/metrics`` count per node: crops sent to the model, calls made,
 objects skipped (too small, at the frame's edge), deferred by ``max_crops_per_s``, crops that
@@ -111,8 +114,12 @@ class ObjectModelStage(BatchStage):
         return (config.on,) if config.on else ()
 
     def vote_threshold(self) -> float:
-        """The score an attempt needs to vote (``threshold``)."""
-        return self.config.threshold
+        """The score an attempt needs to vote: ``threshold``, else the model's own (its
+        manifest entry's), else ``DEFAULT_THRESHOLD``."""
+        if self.config.threshold is not None:
+            return self.config.threshold
+        own = model_entry(self.config.model).get("threshold")
+        return float(own) if isinstance(own, int | float) else DEFAULT_THRESHOLD
 
     def head_to_join(self) -> str | None:
         """The head whose outputs the model file gets joined (a detect kind's face head)."""

@@ -206,6 +206,10 @@ def show_info(model: str) -> int:
         )
     elif entry.get("export"):
         facts["made with"] = entry["export"]
+    if entry.get("match") is not None:
+        facts["match"] = f"{entry['match']} (an embed node's default: FAR <= 1% measured)"
+    if entry.get("threshold") is not None:
+        facts["threshold"] = f"{entry['threshold']} (a classify node's default)"
     width = max(map(len, facts))
     for key, value in facts.items():
         print(f"{key:<{width}}  {value}")
