@@ -52,8 +52,11 @@ class EmbedStage(ObjectModelStage):
 
     @classmethod
     def check_for_sources(cls, config: EmbedConfig, source_ids: Sequence[str]) -> None:
-        if config.gallery is not None and not Path(config.gallery).is_dir():
-            raise ConfigError(f"{config.gallery}: no such folder", key="gallery")
+        folder = Path(config.gallery) if config.gallery is not None else None
+        if folder is not None and not folder.is_dir():
+            what = "is a file, not a folder of name folders" if folder.is_file() else (
+                "no such folder")  # fmt: skip
+            raise ConfigError(f"{config.gallery}: {what}", key="gallery")
 
     def binds_to(self) -> str | None:
         return self.config.on
@@ -95,7 +98,9 @@ class EmbedStage(ObjectModelStage):
                 key="model",
             )
         if self.config.gallery is not None:
-            self.gallery = Gallery(self.config.gallery, self._embed_picture, self.match())
+            self.gallery = Gallery(
+                self.config.gallery, self._embed_picture, self.match(), self.config.min_size
+            )
             self.gallery.load()
             self._checked = time.monotonic()
 
@@ -114,6 +119,13 @@ class EmbedStage(ObjectModelStage):
                     key="gallery",
                 )
             box, points = best
+            side = int(min(box[2] - box[0], box[3] - box[1]))
+            if side < self.config.min_size:
+                raise ConfigError(
+                    f"gallery picture {path}: the {self.inside.names[0]} found there is {side} "
+                    f"pixels across, under min_size {self.config.min_size}",
+                    key="gallery",
+                )
         matrix = self._matrix(box, points)
         crop = cut(picture, matrix, self.model.size)
         return out.unit(self.model.run(crop[None]))[0]

@@ -1,6 +1,8 @@
 """A gallery: a folder with a folder of pictures per name, embedded once and matched by
-cosine similarity. Read again when a file in it changes; a new gallery that cannot be used
-leaves the old one in place (logged), so a bad picture copied in never stops a run."""
+cosine similarity. At start every picture must be usable (one line naming the first that is
+not); read again when a file in it changes, a picture that cannot be used is kept out with a
+warning naming it, and a folder that cannot be read leaves the old gallery in place, so a bad
+picture copied in never stops a run."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from vapipe.pipeline.errors import ConfigError
+from vapipe.stages.objects.pictures import read_picture
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ class Match:
 
 
 UNKNOWN = "unknown"
+RESERVED = frozenset({UNKNOWN})
+"""Words a gallery name may not be: an event's name ``unknown`` says that nobody matched."""
 
 
 def pictures_of(folder: Path) -> list[tuple[str, Path]]:
@@ -63,9 +67,11 @@ def signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
 class Gallery:
     """Names and their pictures' unit vectors."""
 
-    def __init__(self, folder: str, embed: Embedder, threshold: float) -> None:
+    def __init__(self, folder: str, embed: Embedder, threshold: float, min_side: int = 1) -> None:
         self.folder = Path(folder)
         self.threshold = threshold
+        self.min_side = min_side
+        """A picture with a shorter side is refused (the node's ``min_size``)."""
         self._embed = embed
         self.names: list[str] = []
         self.vectors = np.zeros((0, 0), np.float32)
@@ -73,10 +79,14 @@ class Gallery:
         self.loads = 0
         """Times it was read (1 at start, +1 per change picked up)."""
 
-    def load(self) -> None:
-        """Reads the folder; raises ConfigError (key ``gallery``) naming what is wrong."""
+    def load(self, strict: bool = True) -> None:
+        """Reads the folder; raises ConfigError (key ``gallery``) naming what is wrong. Not
+        ``strict`` (a reload while running): a picture that cannot be used is kept out, with a
+        warning naming it, and the others are used."""
         if not self.folder.is_dir():
-            raise ConfigError(f"gallery folder {self.folder} does not exist", key="gallery")
+            what = "is a file, not a folder of name folders" if self.folder.is_file() else (
+                "does not exist")  # fmt: skip
+            raise ConfigError(f"gallery folder {self.folder} {what}", key="gallery")
         marks = signature(self.folder)
         found = pictures_of(self.folder)
         if not found:
@@ -87,11 +97,23 @@ class Gallery:
             )
         names, vectors = [], []
         for name, path in found:
-            picture = cv2.imread(str(path), cv2.IMREAD_COLOR)
-            if picture is None:
-                raise ConfigError(f"gallery picture {path} cannot be read", key="gallery")
-            vectors.append(self._embed(picture, str(path)))
+            try:
+                if name.lower() in RESERVED:
+                    raise ConfigError(
+                        f"gallery picture {path}: '{name}' is the word for no match, not a "
+                        "name: rename its folder",
+                        key="gallery",
+                    )
+                vectors.append(self._embed(read_picture(path, self.min_side), str(path)))
+            except ConfigError as exc:
+                if strict:
+                    raise
+                log.warning("gallery: %s; kept out", exc.message)
+                continue
             names.append(name)
+        if not names:
+            raise ConfigError(f"gallery folder {self.folder}: no picture can be used",
+                              key="gallery")  # fmt: skip
         self.names, self.vectors = names, np.stack(vectors).astype(np.float32)
         self._signature = marks
         self.loads += 1
@@ -101,12 +123,14 @@ class Gallery:
         return self.folder.is_dir() and signature(self.folder) != self._signature
 
     def reload(self) -> bool:
-        """Reads the folder again; True when the new pictures are in use."""
+        """Reads the folder again; True when the new pictures are in use (a picture that
+        cannot be used kept out), False when the folder cannot be (the old gallery stays)."""
         try:
-            self.load()
-        except ConfigError as exc:
+            self.load(strict=False)
+        except (ConfigError, OSError) as exc:
             self._signature = signature(self.folder) if self.folder.is_dir() else ()
-            log.warning("gallery not reloaded, the previous one stays: %s", exc.message)
+            reason = exc.message if isinstance(exc, ConfigError) else f"{self.folder}: {exc}"
+            log.warning("gallery not reloaded, the previous one stays: %s", reason)
             return False
         return True
 

@@ -1,5 +1,8 @@
-"""A gallery: a folder per name, embedded once, matched by cosine similarity, read again when
-it changes, and a change that cannot be used leaves the old one in place."""
+"""A gallery: a folder per name, embedded once, matched by cosine similarity; at start every
+picture usable or one line naming the first that is not (a truncated or undecodable file, a
+decompression bomb, one too small, a FIFO, a reserved name, a file for a folder); read again
+when it changes, a picture that cannot be used kept out with a warning naming it, and a
+folder that cannot be read leaving the old gallery in place."""
 
 from __future__ import annotations
 
@@ -24,9 +27,9 @@ def by_colour(picture: np.ndarray, path: str) -> np.ndarray:
     return unit(picture.reshape(1, -1, 3).mean(axis=1).astype(np.float32))[0]
 
 
-def write(path: Path, colour: tuple[int, int, int]) -> None:
+def write(path: Path, colour: tuple[int, int, int], size: int = 8) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(path), np.full((8, 8, 3), colour, np.uint8))
+    cv2.imwrite(str(path), np.full((size, size, 3), colour, np.uint8))
 
 
 def test_names_match_their_pictures_and_others_are_unknown(tmp_path: Path) -> None:
@@ -55,11 +58,94 @@ def test_an_empty_or_missing_folder_and_an_unusable_picture_are_refused(tmp_path
     broken = tmp_path / "broken" / "carol" / "1.png"
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"not a png")
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match=r"carol/1\.png cannot be decoded \(cannot identify"):
         Gallery(str(tmp_path / "broken"), by_colour, 0.5).load()
 
 
-def test_a_change_is_picked_up_and_a_bad_one_keeps_the_old_gallery(tmp_path: Path) -> None:
+def bad_pictures(folder: Path) -> dict[str, tuple[Path, str]]:
+    """Each kind of unusable picture, and the words of its refusal."""
+    good = cv2.imencode(".jpg", np.full((64, 64, 3), (0, 0, 255), np.uint8))[1].tobytes()
+    kinds: dict[str, tuple[Path, str]] = {}
+    truncated = folder / "dan" / "1.jpg"
+    truncated.parent.mkdir(parents=True)
+    truncated.write_bytes(good[: len(good) // 2])
+    kinds["truncated"] = (truncated, r"dan/1\.jpg cannot be decoded \((image file is truncated|Truncated File Read)")
+    tiny = folder / "eve" / "1.png"
+    write(tiny, COLOURS["red"], size=1)
+    kinds["tiny"] = (tiny, r"eve/1\.png is 1 x 1: under min_size 16 pixels")
+    bomb = folder / "fay" / "1.png"
+    bomb.parent.mkdir(parents=True)
+    bomb.write_bytes(png_header(32000, 32000))
+    kinds["bomb"] = (bomb, r"fay/1\.png declares 1,024,000,000 pixels: over 40 million, refused before")
+    fifo = folder / "gus" / "1.jpg"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    kinds["fifo"] = (fifo, r"gus/1\.jpg is not a regular file")
+    reserved = folder / "Unknown" / "1.png"
+    write(reserved, COLOURS["green"], size=32)
+    kinds["reserved"] = (reserved, r"'Unknown' is the word for no match, not a name")
+    return kinds
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG whose header declares ``width`` x ``height`` (a 1-bit picture, as bombs are): its
+    pixels are never there to decode."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)  # fmt: skip
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0"))
+        + chunk(b"IEND", b"")
+    )
+
+
+@pytest.mark.parametrize("kind", ["truncated", "tiny", "bomb", "fifo", "reserved"])
+def test_an_unusable_picture_is_refused_at_start_naming_it(tmp_path: Path, kind: str) -> None:
+    write(tmp_path / "ann" / "1.png", COLOURS["green"], size=32)
+    path, words = bad_pictures(tmp_path / "bad")[kind]
+    folder = tmp_path / kind
+    target = folder / path.parent.name / path.name
+    target.parent.mkdir(parents=True)
+    os.replace(path, target)
+    write(folder / "ann" / "1.png", COLOURS["green"], size=32)
+    with pytest.raises(ConfigError, match=words) as caught:
+        Gallery(str(folder), by_colour, 0.5, min_side=16).load()
+    assert caught.value.key == "gallery"
+
+
+def test_a_file_for_the_folder_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "gallery.jpg").write_bytes(b"x")
+    with pytest.raises(ConfigError, match=r"gallery\.jpg is a file, not a folder of name folders"):
+        Gallery(str(tmp_path / "gallery.jpg"), by_colour, 0.5).load()
+
+
+def test_while_running_unusable_pictures_are_kept_out_each_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "ann" / "1.png", COLOURS["green"], size=32)
+    gallery = Gallery(str(tmp_path), by_colour, threshold=0.9, min_side=16)
+    gallery.load()
+    kinds = bad_pictures(tmp_path)
+    write(tmp_path / "bob" / "1.png", COLOURS["red"], size=32)
+    with caplog.at_level("WARNING"):
+        assert gallery.changed() and gallery.reload()
+    assert sorted(gallery.names) == ["ann", "bob"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == len(kinds), warned
+    for path, _ in kinds.values():
+        assert any(str(path) in line and line.endswith("kept out") for line in warned), path
+
+
+def test_a_change_is_picked_up_and_an_unreadable_folder_keeps_the_old_gallery(
+    tmp_path: Path,
+) -> None:
     write(tmp_path / "red" / "1.png", COLOURS["red"])
     gallery = Gallery(str(tmp_path), by_colour, threshold=0.9)
     gallery.load()
@@ -69,8 +155,12 @@ def test_a_change_is_picked_up_and_a_bad_one_keeps_the_old_gallery(tmp_path: Pat
     assert gallery.reload() and sorted(gallery.names) == ["blue", "red"]
     assert gallery.loads == 2
     write(tmp_path / "black" / "1.png", (0, 0, 0))
+    assert gallery.changed() and gallery.reload()  # the black picture kept out
+    assert sorted(gallery.names) == ["blue", "red"] and gallery.loads == 3
+    for name in ("red", "blue"):  # now nothing can be used: the old gallery stays
+        write(tmp_path / name / "1.png", (0, 0, 0))
     assert gallery.changed() and not gallery.reload()
-    assert sorted(gallery.names) == ["blue", "red"]
+    assert sorted(gallery.names) == ["blue", "red"] and gallery.loads == 3
     assert not gallery.changed()  # the bad change is not retried until the folder changes
     picture = tmp_path / "red" / "1.png"
     stat = picture.stat()
