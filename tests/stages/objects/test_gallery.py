@@ -69,14 +69,16 @@ def bad_pictures(folder: Path) -> dict[str, tuple[Path, str]]:
     truncated = folder / "dan" / "1.jpg"
     truncated.parent.mkdir(parents=True)
     truncated.write_bytes(good[: len(good) // 2])
-    kinds["truncated"] = (truncated, r"dan/1\.jpg cannot be decoded \((image file is truncated|Truncated File Read)")
+    kinds["truncated"] = (
+        truncated, r"dan/1\.jpg cannot be decoded \((image file is truncated|Truncated File Read)"
+    )  # fmt: skip
     tiny = folder / "eve" / "1.png"
     write(tiny, COLOURS["red"], size=1)
     kinds["tiny"] = (tiny, r"eve/1\.png is 1 x 1: under min_size 16 pixels")
     bomb = folder / "fay" / "1.png"
     bomb.parent.mkdir(parents=True)
     bomb.write_bytes(png_header(32000, 32000))
-    kinds["bomb"] = (bomb, r"fay/1\.png declares 1,024,000,000 pixels: over 40 million, refused before")
+    kinds["bomb"] = (bomb, r"fay/1\.png declares 1,024,000,000 pixels: over 40 million")
     fifo = folder / "gus" / "1.jpg"
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
