@@ -27,6 +27,7 @@ from vapipe.stages.infer.interval import DetectionSchedule
 from vapipe.stages.infer.names import class_names
 from vapipe.stages.model_input import ModelInput
 from vapipe.stages.nms import Selection
+from vapipe.stages.onnx_file import check_onnx
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class Model:
     def _load(self) -> None:
         cfg = self.config
         self.path = resolve_model(cfg.model)
+        check_onnx(self.path)
         backend = self.backend = load_backend(
             str(self.path),
             self.node,

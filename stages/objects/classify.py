@@ -41,8 +41,8 @@ class ClassifyStage(ObjectModelStage):
         shape, classes = self.output_dims()
         if len(classes) != 1:
             raise ConfigError(
-                f"model {self.model.path.name} gives {shape}, not a score per class "
-                "(N x classes): is it a classifier?",
+                f"model {self.model.path.name} gives {shape}, not a score per class: it looks "
+                f"like {self.model_kind()}",
                 key="model",
             )
         self.labels = self._labels(classes[0])
@@ -55,8 +55,12 @@ class ClassifyStage(ObjectModelStage):
             labels = class_names(self.model.metadata, None)
         elif self.model.entry.get("labels"):  # a manifest model's labels, shipped with vapipe
             labels = class_names({}, str(MODELS_FOLDER / self.model.entry["labels"]))
-        else:
-            labels = tuple(f"class_{k}" for k in range(count if isinstance(count, int) else 0))
+        else:  # no names: no label can ever hold
+            raise ConfigError(
+                f"model {self.model.path.name} names no classes: it looks like "
+                f"{self.model_kind()}; for a classifier, give its class names in labels_file",
+                key="model",
+            )
         if isinstance(count, int) and len(labels) != count:
             where = cfg.labels_file or "the model's names metadata"
             raise ConfigError(

@@ -46,7 +46,6 @@ class EmbedStage(ObjectModelStage):
 
     Config = EmbedConfig
     config: EmbedConfig
-    binds = None
     inside: DetectInsideStage | None = None
     gallery: Gallery | None = None
 
@@ -79,6 +78,9 @@ class EmbedStage(ObjectModelStage):
         return 0.0  # every attempt votes: for a name, or for unknown
 
     def bind(self, shared: object | None) -> None:
+        if self.config.on is None:  # on the objects themselves: the detector's, for on_classes
+            super().bind(shared)
+            return
         self.inside = shared if isinstance(shared, DetectInsideStage) else None
         if self.inside is not None:
             self.inside.borrow()
@@ -91,10 +93,11 @@ class EmbedStage(ObjectModelStage):
 
     def loaded(self) -> None:
         shape, dims = self.output_dims()
-        if len(dims) != 1:
+        kind = self.model_kind()
+        if len(dims) != 1 or not kind.startswith("an embedding"):
             raise ConfigError(
-                f"model {self.model.path.name} gives {shape}, not a vector per picture "
-                "(N x dims): is it an embedding model?",
+                f"model {self.model.path.name} gives {shape}, not a vector per picture: it "
+                f"looks like {kind}",
                 key="model",
             )
         if self.config.gallery is not None:

@@ -25,6 +25,7 @@ from vapipe.stages.infer.backends import load_backend
 from vapipe.stages.infer.backends.base import Backend
 from vapipe.stages.objects.config import ObjectModelConfig
 from vapipe.stages.objects.outputs import head_of
+from vapipe.stages.onnx_file import check_onnx
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ class ObjectModel:
     def load(self) -> ObjectModel:
         cfg = self.config
         self.path = resolve_model(cfg.model)
+        check_onnx(self.path)
         self.entry = model_entry(cfg.model)
         self._folder = tempfile.mkdtemp(prefix="vapipe-objects-")
         size = cfg.input_size or self.entry.get("input_size")

@@ -18,11 +18,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vapipe.pipeline.assets import Kind, model_entry
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.object_results import BoxesInside, ObjectResult
 from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
+from vapipe.pipeline.validation import suggest
 from vapipe.stages.crops.cutter import Crop, Cropper, run_in_chunks
 from vapipe.stages.crops.warp import CropRule, Window, crop_box, touches_edge, warp_matrix
+from vapipe.stages.infer.heads import detect_family
+from vapipe.stages.infer.model import Model
 from vapipe.stages.objects.config import ObjectModelConfig
 from vapipe.stages.objects.memory import ObjectMemory, Result, Rules, Vote
 from vapipe.stages.objects.model import ObjectModel
@@ -83,6 +87,10 @@ class ObjectModelStage(BatchStage):
     Config: ClassVar[type[StageConfig]] = ObjectModelConfig
     config: ObjectModelConfig
     needs_upstream = ("track",)
+    binds = "upstream"
+    detector: Model | None = None
+    """The model of the detector before it (bound when the graph is built): its class names
+    are what ``on_classes`` may name."""
     joined_head: ClassVar[str | None] = None
 
     def __init__(self, name: str, config: StageConfig) -> None:
@@ -143,6 +151,21 @@ class ObjectModelStage(BatchStage):
         shape = self.model.backend.info.output_shape if self.model.backend else []
         return shape, [d for d in shape[1:] if d != 1]
 
+    def model_kind(self) -> str:
+        """What the loaded model looks like, for an error that says a node got the wrong kind:
+        a detector, a classifier (class scores with their names) or an embedding model."""
+        shape, dims = self.output_dims()
+        width, height = self.model.size
+        family = detect_family(shape, self.model.metadata, width, height)
+        if family is not None:
+            return f"a {family.value} detector (for an infer or a detect_inside node)"
+        named = "names" in self.model.metadata or self.model.entry.get("labels")
+        if len(dims) == 1 and named:
+            return f"a classifier of {dims[0]} named classes (for a classify node)"
+        if len(dims) == 1:
+            return f"an embedding model: a vector of {dims[0]} values (for an embed node)"
+        return f"a model whose output is {shape}"
+
     _cropper: Cropper | None = None
 
     @property
@@ -153,7 +176,31 @@ class ObjectModelStage(BatchStage):
             self._cropper = Cropper(self.name, self.loaded_model(), self.rule, self.config.crops)
         return self._cropper
 
+    def bind(self, shared: object | None) -> None:
+        """The nearest node before it that shares something: the detector's model, or a
+        node on objects between them (a face node), which knows the detector's."""
+        if isinstance(shared, ObjectModelStage):
+            self.detector = shared.detector
+        else:
+            self.detector = shared if isinstance(shared, Model) else None
+
+    def _check_classes(self) -> None:
+        """``on_classes`` names classes the detector has (checked once it has loaded): a typo
+        would otherwise run with no crop at all."""
+        wanted = self.config.on_classes
+        if not wanted or self.detector is None:
+            return
+        names = self.detector.load().names
+        for name in wanted:
+            if name not in names:
+                raise ConfigError(
+                    f"'{name}' is not a class of the detector's model "
+                    f"{self.detector.path.name}{suggest(name, names)}",
+                    key="on_classes",
+                )
+
     def open(self, context: StageContext) -> None:
+        self._check_classes()
         self.cropper  # noqa: B018 - made now: its OpenCL device is chosen (and logged) at open
 
     # -- per batch ----------------------------------------------------------------------
