@@ -165,6 +165,14 @@ def format_table(stats: dict[str, Any]) -> str:
         for key, value in stage.items()
         if key in ("provider", "providers_assigned")
     ]
+    # What a stage says of its run (``notes`` in its stats: one line each, e.g. that it never
+    # did its work, and why).
+    extras += [
+        f"{name}: {text}"
+        for name, stage in stats["stages"].items()
+        if not name.startswith("_")
+        for text in (stage.get("notes") or {}).values()
+    ]
     footer = f"wall {stats['wall_s']:.2f} s, exit {stats['exit_code']}"
     return "\n".join([*lines, *extras, *explain_drops(stats), footer])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -30,16 +29,12 @@ from vapipe.stages.infer.model import Model
 from vapipe.stages.objects.config import ObjectModelConfig
 from vapipe.stages.objects.memory import ObjectMemory, Result, Rules, Vote
 from vapipe.stages.objects.model import ObjectModel
+from vapipe.stages.objects.tally import COUNTERS, RateCap, idle_notes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.5
 """The score an attempt needs to vote, for a model with no threshold of its own."""
-
-COUNTERS = ("crops", "model_calls", "too_small", "at_edge", "deferred", "failed", "results")
-"""What ``--stats`` and ``/metrics`` count per node: crops sent to the model, calls made,
-objects skipped (too small, at the frame's edge), deferred by ``max_crops_per_s``, crops that
-failed, results that came to hold."""
 
 
 @dataclass
@@ -59,26 +54,6 @@ class Job:
     window: Window | None
     """The input pixels the crop fills (a letterbox pads the rest)."""
     pts: float
-
-
-class RateCap:
-    """At most ``per_s`` crops a second (wall time), in bursts of up to one second's worth."""
-
-    def __init__(self, per_s: float) -> None:
-        self.per_s = per_s
-        self._tokens = max(per_s, 1.0)
-        self._at = time.monotonic()
-
-    def take(self) -> bool:
-        if self.per_s <= 0:
-            return True
-        now = time.monotonic()
-        self._tokens = min(max(self.per_s, 1.0), self._tokens + (now - self._at) * self.per_s)
-        self._at = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
 
 
 class ObjectModelStage(BatchStage):
@@ -311,6 +286,7 @@ class ObjectModelStage(BatchStage):
             if track_id < 0:
                 continue
             if wanted is not None and dets.class_name(int(dets.class_id[index])) not in wanted:
+                self.counts["other_class"] += 1
                 continue
             box: Any = dets.xyxy[index]
             if on is not None:
@@ -407,6 +383,7 @@ class ObjectModelStage(BatchStage):
             "objects": len(self.memory.objects),
             "most_calls_per_object": self.memory.most_calls,
             "attempts_per_round": cfg.attempts,
+            **({"notes": notes} if (notes := idle_notes(self.counts, cfg)) else {}),
         }
 
 

@@ -5,6 +5,7 @@ the history and the video, and the per-object rules bound its model calls."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +274,33 @@ def test_crops_cut_by_the_opencl_kernel_give_the_numpy_path_s_results(
     worst = max(abs(got[key]["score"] - expected[key]["score"]) for key in both)
     assert worst <= 0.01, worst  # one level of input moves this model's score far less
     assert all(got[key]["label"] == expected[key]["label"] for key in both)
+
+
+def test_a_node_that_never_crops_says_so_and_why(tmp_path: Path) -> None:
+    config = tmp_path / "idle.toml"
+    config.write_text("""links = ["cam ! pre ! det ! nms ! track ! who ! events"]
+[nodes.cam]
+type = "source"
+uri = "sample:traffic"
+[nodes.pre]
+type = "preprocess"
+[nodes.det]
+type = "infer"
+model = "yolox-nano"
+[nodes.nms]
+type = "nms"
+[nodes.track]
+type = "track"
+[nodes.who]
+type = "embed"
+model = "person-reid"
+on_classes = ["person"]
+[nodes.events]
+type = "events"
+path = "out/events.jsonl"
+""")
+    result = cli(str(config), "--max-frames", "30", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(x for x in result.stderr.splitlines() if x.startswith("who: made no crop"))
+    assert re.fullmatch(r"who: made no crop in the run: objects not of on_classes "
+                        r"\['person'\], \d+ times", line), line  # fmt: skip

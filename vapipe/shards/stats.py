@@ -93,6 +93,13 @@ def add_stage(total: dict[str, Any], entry: dict[str, Any]) -> None:
         total["open_s"] = max(opening)
     if entry.get("latency"):
         total.setdefault("latency", {}).update(entry["latency"])
+    # A stage's notes hold for the run where every shard says them (one that made no crop in
+    # one shard and some in another did its work).
+    notes = {k: v for k, v in (total.get("notes") or {}).items() if k in (entry.get("notes") or {})}
+    if notes:
+        total["notes"] = notes
+    else:
+        total.pop("notes", None)
 
 
 def add_queue(total: dict[str, Any], queue: dict[str, Any]) -> None:
