@@ -136,3 +136,22 @@ def capture_s(event: dict[str, Any]) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+
+
+def unloadable_model(path: Path) -> Path:
+    """An ONNX file that parses but no runtime loads (an operator of a domain none has): the
+    model fails as the run starts, not when the config is read."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 3, 64, 64])
+    node = helper.make_node("NoSuchOperator", ["images"], ["out"], domain="org.nowhere")
+    graph = helper.make_graph([node], "g", [image], [out])
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("org.nowhere", 1)],
+    )
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path

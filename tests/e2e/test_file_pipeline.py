@@ -23,6 +23,7 @@ from tests.e2e.helpers import (
     read_events,
     read_lines,
     spawn,
+    unloadable_model,
     wait_for,
 )
 from vapipe.stages.infer.backends import providers as eps
@@ -182,8 +183,7 @@ def test_still_image_is_a_one_frame_source(tmp_path: Path, model: str) -> None:
 
 
 def test_runtime_failure_is_one_line_exit_1(tmp_path: Path) -> None:
-    broken = tmp_path / "broken.onnx"
-    broken.write_bytes(b"this is not an onnx file")
+    broken = unloadable_model(tmp_path / "broken.onnx")
     result = cli(str(FILE_CONFIG), "--set", f"det.model={broken}", cwd=tmp_path)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
@@ -317,8 +317,7 @@ def test_progress_bar_on_a_terminal_and_traceback_at_debug(tmp_path: Path) -> No
     screen = b"".join(chunks).decode(errors="replace")
     assert "/40 frames" in screen and "fps" in screen and "\r" in screen, screen[-500:]
 
-    broken = tmp_path / "broken.onnx"
-    broken.write_bytes(b"not onnx")
+    broken = unloadable_model(tmp_path / "broken.onnx")
     quiet = cli(str(FILE_CONFIG), "--set", f"det.model={broken}", cwd=tmp_path)
     loud = cli(
         str(FILE_CONFIG), "--set", f"det.model={broken}", "--log-level", "debug", cwd=tmp_path

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import asset
-from tests.e2e.helpers import FILE_CONFIG, REPO, cli
+from tests.e2e.helpers import FILE_CONFIG, REPO, cli, unloadable_model
 
 
 def digest(path: Path) -> str:
@@ -212,7 +212,7 @@ def test_a_run_that_fails_before_its_first_frame_leaves_the_last_run_s_outputs(
     assert first.returncode == 0, first.stderr[-2000:]
     outputs = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
     assert outputs["events.jsonl"] and outputs["annotated.mp4"]
-    (tmp_path / "broken.onnx").write_text("not a model")
+    unloadable_model(tmp_path / "broken.onnx")  # loads as the run starts, and fails
     failed = cli(str(FILE_CONFIG), "--max-frames", "10", "--set", "det.model=broken.onnx",
                  *sharded, cwd=tmp_path)  # fmt: skip
     assert failed.returncode == 1, failed.stderr[-2000:]

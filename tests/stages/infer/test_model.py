@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.stages.infer import model as model_module
@@ -63,8 +65,13 @@ class FakeOrt(Fake):
 
 @pytest.fixture
 def onnx_file(tmp_path: Path) -> Path:
+    """An ONNX file (the load checks it is one) whose graph the fake backend never reads."""
+    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 8, 8])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 3, 8, 8])
+    identity = helper.make_node("Identity", ["images"], ["out"])
+    graph = helper.make_graph([identity], "g", [image], [out])
     path = tmp_path / "m.onnx"
-    path.write_bytes(b"not read: the backend is a fake")
+    onnx.save(helper.make_model(graph), path)
     return path
 
 
