@@ -63,3 +63,30 @@ def brightness_classifier(path: Path) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
+
+
+def broken_embedder(path: Path) -> Path:
+    """An ONNX embedding model gone wrong: input 1 x 3 x 32 x 32, output a vector of 9 whose
+    first three are NaN (0 / 0), next three minus infinity (log 0) and last three the crop's
+    mean colour."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("GlobalAveragePool", ["images"], ["pooled"]),
+            helper.make_node("Flatten", ["pooled"], ["mean"], axis=1),
+            helper.make_node("Sub", ["mean", "mean"], ["zeros"]),
+            helper.make_node("Div", ["zeros", "zeros"], ["nan"]),
+            helper.make_node("Log", ["zeros"], ["minus_inf"]),
+            helper.make_node("Concat", ["nan", "minus_inf", "mean"], ["vector"], axis=1),
+        ],
+        "broken",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
+        [helper.make_tensor_value_info("vector", TensorProto.FLOAT, [1, 9])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path

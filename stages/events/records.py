@@ -5,6 +5,8 @@ type is docs/events.schema.json."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +15,8 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.object_results import as_events
 
 Record = dict[str, Any]
+
+log = logging.getLogger(__name__)
 
 
 def iso_time(epoch_s: float) -> str:
@@ -77,10 +81,57 @@ def event_id(source_id: str, seq: int, event: dict[str, Any]) -> str:
     )
 
 
-def to_json(record: Record) -> str:
-    """One compact JSON object. NaN and infinity are not JSON: rather an error than a line no
-    parser reads (nms drops non-finite detections before they get here)."""
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+class NonFinite:
+    """A sink's count of the values JSON cannot hold (NaN, infinity: a model's output gone
+    wrong) that it wrote as null; the first one is logged, naming the event and the field."""
+
+    def __init__(self, sink: str) -> None:
+        self.sink = sink
+        self.count = 0
+
+    def add(self, record: Record, fields: list[str]) -> None:
+        if not self.count:
+            log.warning(
+                "%s: a %s event held %s (NaN or infinity), written as null; "
+                "counted as non_finite in --stats",
+                self.sink, record.get("event", "?"), _field_list(fields),
+            )  # fmt: skip
+        self.count += len(fields)
+
+
+def _field_list(fields: list[str]) -> str:
+    shown = ", ".join(fields[:3])
+    return f"{shown} and {len(fields) - 3} more" if len(fields) > 3 else shown
+
+
+def to_json(record: Record, non_finite: NonFinite | None = None) -> str:
+    """One compact JSON object. NaN and infinity are not JSON: each is written as null, so
+    that every line parses and the event is not lost, and counted in ``non_finite`` (nms drops
+    non-finite detections; a second model's vector or score can still hold them)."""
+    try:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # only out-of-range floats: the rare path walks the record
+        fields: list[str] = []
+        finite = _finite(record, "", fields)
+        if non_finite is not None:
+            non_finite.add(record, fields)
+        return json.dumps(finite, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _finite(value: Any, where: str, fields: list[str]) -> Any:
+    """``value`` with each non-finite float as None; their dotted paths added to ``fields``."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        fields.append(where or "(the value)")
+        return None
+    if isinstance(value, dict):
+        return {
+            k: _finite(v, f"{where}.{k}" if where else str(k), fields) for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_finite(v, f"{where}[{i}]", fields) for i, v in enumerate(value)]
+    return value
 
 
 def message_record(message: Message) -> Record:

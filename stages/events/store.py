@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vapipe.stages.events.records import Record, to_json
+from vapipe.stages.events.records import NonFinite, Record, to_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -44,7 +44,7 @@ def epoch_of(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def row_of(record: Record) -> tuple[Any, ...]:
+def row_of(record: Record, non_finite: NonFinite | None = None) -> tuple[Any, ...]:
     return (
         record.get("id"),
         epoch_of(str(record["time"])),
@@ -55,7 +55,7 @@ def row_of(record: Record) -> tuple[Any, ...]:
         record.get("track_id"),
         record.get("class_name"),
         record.get("direction"),
-        to_json(record),
+        to_json(record, non_finite),
     )
 
 
@@ -104,10 +104,10 @@ class EventStore:
         with contextlib.suppress(sqlite3.Error):
             self.db.close()
 
-    def add(self, records: Iterable[Record]) -> int:
+    def add(self, records: Iterable[Record], non_finite: NonFinite | None = None) -> int:
         """Keep these events (one transaction); one already kept (the same ``id``: a
         restarted shard's repeat) is not kept twice. Returns how many were new."""
-        rows = [row_of(record) for record in records if record.get("event") != "frame"]
+        rows = [row_of(record, non_finite) for record in records if record.get("event") != "frame"]
         with self.db:
             before = self.db.total_changes
             self.db.executemany(

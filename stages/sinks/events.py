@@ -13,7 +13,7 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig, StageContext
-from vapipe.stages.events.records import frame_records, message_record, to_json
+from vapipe.stages.events.records import NonFinite, frame_records, message_record, to_json
 from vapipe.stages.media.paths import check_writable, output_path
 from vapipe.stages.sinks.path_sink import PathSink
 
@@ -38,6 +38,7 @@ class EventsSink(PathSink):
     reads_pixels = False
     lines = 0
     _ran = False
+    non_finite: NonFinite | None = None
 
     Config = EventsConfig
     config: EventsConfig
@@ -46,6 +47,7 @@ class EventsSink(PathSink):
     def open(self, context: StageContext) -> None:
         self._files: dict[str, BinaryIO] = {}
         self.lines = 0
+        self.non_finite = NonFinite(self.name)
         self.stdout_gone = False
         # Whether the run got going (an item, or its end of stream): only then is a file
         # replaced. A run that fails before (a model that cannot load) leaves the last run's
@@ -86,7 +88,7 @@ class EventsSink(PathSink):
         if self.stdout_gone:
             return
         handle = self._file(str(event.get("source_id", "")))
-        line = (to_json(event) + "\n").encode()
+        line = (to_json(event, self.non_finite) + "\n").encode()
         seekable = handle.seekable()
         start = handle.tell() if seekable else 0
         try:
@@ -147,4 +149,5 @@ class EventsSink(PathSink):
         self._files.clear()
 
     def stats(self) -> dict[str, Any]:
-        return {"lines": self.lines}
+        non_finite = self.non_finite.count if self.non_finite else 0
+        return {"lines": self.lines, "non_finite": non_finite}

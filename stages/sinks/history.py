@@ -20,7 +20,7 @@ from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.outputs import Names
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageConfig, StageContext
-from vapipe.stages.events.records import Record, frame_records, message_record
+from vapipe.stages.events.records import NonFinite, Record, frame_records, message_record
 from vapipe.stages.events.store import EventStore
 from vapipe.stages.media.paths import check_writable
 
@@ -54,6 +54,7 @@ class HistorySink(Stage):
     Config = HistoryConfig
     config: HistoryConfig
     kept = 0
+    non_finite: NonFinite | None = None
     _thread: threading.Thread | None = None
 
     @classmethod
@@ -72,6 +73,7 @@ class HistorySink(Stage):
         except Exception as exc:  # sqlite3.Error: a file that is not a database, say
             raise ConfigError(f"cannot open the history {path}: {exc}", key="path") from None
         self.kept = 0
+        self.non_finite = NonFinite(self.name)
         self._queue: queue.Queue[Record | None] = queue.Queue()
         self._pruned_at = 0.0
         self._prune()
@@ -101,7 +103,7 @@ class HistorySink(Stage):
             done = item is None
             if batch:
                 try:
-                    self.kept += self.store.add(batch)
+                    self.kept += self.store.add(batch, self.non_finite)
                 except Exception as exc:  # a full disk: said, and the next batch tried
                     log.error("%s: %d events not kept (%s)", self.name, len(batch), exc)
             if time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
@@ -129,4 +131,4 @@ class HistorySink(Stage):
             self.store.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"kept": self.kept}
+        return {"kept": self.kept, "non_finite": self.non_finite.count if self.non_finite else 0}

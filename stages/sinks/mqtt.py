@@ -25,7 +25,7 @@ from vapipe.pipeline.errors import ConfigError, MissingDependencyError
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.stages.events.outbox import Reachability
-from vapipe.stages.events.records import Record, to_json
+from vapipe.stages.events.records import NonFinite, Record, to_json
 from vapipe.stages.sinks.home_assistant import Discovery, HomeAssistantConfig, Outgoing
 from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
@@ -86,6 +86,7 @@ class MqttSink(OutboxSink):
     config: MqttConfig
     published = acked = reconnects = connects = invalid = announced = pictures_missing = 0
     discovery: Discovery | None = None
+    non_finite: NonFinite | None = None
     unacknowledged: int | None = None
     """Set when it closes: what the broker never acknowledged."""
 
@@ -104,6 +105,7 @@ class MqttSink(OutboxSink):
         topic_for(cfg.topic, "s", "e")
         self._paho = paho
         self.published = self.acked = self.reconnects = self.connects = self.invalid = 0
+        self.non_finite = NonFinite(self.name)
         self._unacked_since: float | None = None  # monotonic, while published > acked
         self.reach = Reachability(self.name, f"mqtt://{cfg.host}:{cfg.port}")
         self._connected = threading.Event()
@@ -257,7 +259,7 @@ class MqttSink(OutboxSink):
 
     def prepare(self, record: Record) -> Outgoing:
         topic = topic_for(self.config.topic, record["source_id"], record["event"])
-        return Outgoing(topic, to_json(record), self.config.retain)
+        return Outgoing(topic, to_json(record, self.non_finite), self.config.retain)
 
     def close(self) -> None:
         if self._sender is None:
@@ -304,6 +306,7 @@ class MqttSink(OutboxSink):
             "undelivered": len(outbox) + unacknowledged,
             "outbox_high_water": outbox.high_water,
             "reconnects": self.reconnects,
+            "non_finite": self.non_finite.count if self.non_finite else 0,
             **({"home_assistant": self.announced} if self.discovery is not None else {}),
         }
 

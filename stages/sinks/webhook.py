@@ -24,7 +24,7 @@ from vapipe.pipeline.stage import StageContext
 from vapipe.pipeline.urls import mask_credentials
 from vapipe.stages.events.http_post import Answer, Endpoint
 from vapipe.stages.events.outbox import Reachability
-from vapipe.stages.events.records import Record, to_json
+from vapipe.stages.events.records import NonFinite, Record, to_json
 from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class WebhookSink(OutboxSink):
     endpoint: Endpoint
     shown_url: str | None = None
     posts = delivered = failures = rejected = 0
+    non_finite: NonFinite | None = None
 
     def open(self, context: StageContext) -> None:
         cfg = self.config
@@ -95,6 +96,7 @@ class WebhookSink(OutboxSink):
         self.shown_url = mask_credentials(cfg.url)
         self.reach = Reachability(self.name, self.shown_url)
         self.posts = self.delivered = self.failures = self.rejected = 0
+        self.non_finite = NonFinite(self.name)
         self._refusals: set[int] = set()
         self._closing = threading.Event()
         self._deadline = float("inf")
@@ -131,9 +133,13 @@ class WebhookSink(OutboxSink):
     def _time_up(self) -> bool:
         return self._closing.is_set() and time.monotonic() >= self._deadline
 
-    def _post(self, batch: list[Record]) -> Answer | None:
+    def prepare(self, record: Record) -> str:
+        """The record's JSON, made once however often its batch is posted again."""
+        return to_json(record, self.non_finite)
+
+    def _post(self, batch: list[str]) -> Answer | None:
         """One attempt; the answer, or None when none came."""
-        body = ("[" + ",".join(to_json(record) for record in batch) + "]").encode()
+        body = ("[" + ",".join(batch) + "]").encode()
         try:
             answer = self.endpoint.post(body)
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -161,7 +167,7 @@ class WebhookSink(OutboxSink):
             self._failed(f"HTTP {answer.status}", batch)
         return answer
 
-    def _failed(self, reason: str, batch: list[Record]) -> None:
+    def _failed(self, reason: str, batch: list[str]) -> None:
         self.failures += 1
         waiting = len(batch) + len(self.outbox)
         reason = mask_credentials(reason)
@@ -198,6 +204,7 @@ class WebhookSink(OutboxSink):
             "rejected": self.rejected,
             "dropped": outbox.dropped,
             "undelivered": len(outbox),
+            "non_finite": self.non_finite.count if self.non_finite else 0,
             "connections": endpoint.connections if endpoint is not None else 0,
         }
 

@@ -37,7 +37,7 @@ def test_the_contract_with_the_graph(tmp_path: Path) -> None:
     assert HistorySink.writes_records and not HistorySink.reads_pixels
     assert HistorySink.files_written(HistoryConfig(path="o/e.db"), ["cam"]) == [
         "o/e.db", "o/e.db-wal", "o/e.db-shm"]  # fmt: skip
-    assert HistorySink("hist", HistoryConfig()).stats() == {"kept": 0}
+    assert HistorySink("hist", HistoryConfig()).stats() == {"kept": 0, "non_finite": 0}
     cfg = HistoryConfig()
     assert (cfg.path, cfg.max_age_days, cfg.max_rows, cfg.commit_s) == (
         "out/events.db", 30.0, None, 0.5)  # fmt: skip
@@ -67,7 +67,7 @@ def test_events_that_come_together_are_one_commit(tmp_path: Path) -> None:
     node = sink(tmp_path / "h.db", commit_s=30)
     batches: list[int] = []
     add = node.store.add
-    node.store.add = lambda records: batches.append(len(records)) or add(records)  # type: ignore[method-assign, func-returns-value]
+    node.store.add = lambda records, *more: batches.append(len(records)) or add(records, *more)  # type: ignore[method-assign, func-returns-value]
     node.accept(crossing(0, T0))
     wait_for(node._queue.empty, "the writer to take the first event")
     for seq in range(1, 5):
@@ -84,11 +84,11 @@ def test_a_failed_commit_is_said_and_the_next_one_kept(
     add = node.store.add
     calls = []
 
-    def flaky(records):  # type: ignore[no-untyped-def]
+    def flaky(records, *more):  # type: ignore[no-untyped-def]
         calls.append(len(records))
         if len(calls) == 1:
             raise OSError("disk full")
-        return add(records)
+        return add(records, *more)
 
     node.store.add = flaky  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR):
