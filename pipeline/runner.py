@@ -195,9 +195,14 @@ class Runner:
         stages = {name: node.stage for name, node in self._nodes.items()}
         for name in reversed(self.graph.order):
             node = self._nodes[name]
+            if self.stop_requested.is_set():  # Ctrl-C while stages opened: open no more
+                for done in opened:
+                    self._close(done)
+                return self._exit_code()
             context = context_for(
-                self.graph, stages, name, sources_in_run=self.sources_in_run, source_ids=source_ids
-            )
+                self.graph, stages, name, sources_in_run=self.sources_in_run,
+                source_ids=source_ids, stopping=self.stop_requested,
+            )  # fmt: skip
             try:
                 opening = time.monotonic()
                 node.stage.open(context)

@@ -6,8 +6,9 @@ items to pass downstream (usually the same frame, with metadata added).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,6 +81,9 @@ class StageContext:
     pixels_read_after: bool = True
     """Whether a stage after this one reads the frames' pixels (``reads_pixels``): when none
     does, the preprocess node lets them go once the model input is made."""
+    stopping: threading.Event = field(default_factory=threading.Event)
+    """Set when the run is asked to stop (Ctrl-C) while stages open: a stage with a long load
+    (a gallery of thousands of pictures) looks at it and gives up, and the run ends."""
 
 
 @runtime_checkable

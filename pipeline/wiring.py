@@ -4,6 +4,7 @@ Stages never search the graph for one another; this module is the one place that
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 
 from vapipe.pipeline.graph import Graph
@@ -32,6 +33,7 @@ def context_for(
     like: str | None = None,
     sources_in_run: int = 1,
     source_ids: Sequence[str] = (),
+    stopping: threading.Event | None = None,
 ) -> StageContext:
     """The context node ``name`` opens with; ``like``: the node whose place in the graph it
     takes (a source added to a running service, linked as ``like`` is)."""
@@ -46,4 +48,5 @@ def context_for(
         packet_consumers=consumers,
         # A node with nothing after it (opened on its own) keeps its pixels.
         pixels_read_after=not after or any(stage.reads_pixels for stage in after),
+        stopping=stopping if stopping is not None else threading.Event(),
     )

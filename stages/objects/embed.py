@@ -4,7 +4,7 @@ with a ``gallery``, the name whose pictures it is most like."""
 from __future__ import annotations
 
 import logging
-import time
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,12 +16,13 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.object_results import Embedding
 from vapipe.pipeline.registry import register
+from vapipe.pipeline.stage import StageContext
 from vapipe.stages.crops.cutter import frame_cut
 from vapipe.stages.crops.warp import cut
 from vapipe.stages.objects import outputs as out
 from vapipe.stages.objects.config import EmbedConfig
 from vapipe.stages.objects.detect_inside import DetectInsideStage
-from vapipe.stages.objects.gallery import Gallery
+from vapipe.stages.objects.gallery import Gallery, GalleryWatcher, Stopped
 from vapipe.stages.objects.memory import Result, Vote
 from vapipe.stages.objects.stage import Job, ObjectModelStage
 
@@ -48,6 +49,10 @@ class EmbedStage(ObjectModelStage):
     config: EmbedConfig
     inside: DetectInsideStage | None = None
     gallery: Gallery | None = None
+    watcher: GalleryWatcher | None = None
+    stopping: threading.Event | None = None
+    """The run's stop request while the node opens: a long gallery read gives up on it."""
+    _seen_loads = 1
 
     @classmethod
     def check_for_sources(cls, config: EmbedConfig, source_ids: Sequence[str]) -> None:
@@ -85,7 +90,21 @@ class EmbedStage(ObjectModelStage):
         if self.inside is not None:
             self.inside.borrow()
 
+    def open(self, context: StageContext) -> None:
+        self.stopping = context.stopping
+        try:
+            super().open(context)
+        except Stopped:
+            log.info("%s: stopped while reading the gallery", self.name)
+            return
+        if self.gallery is not None:
+            self.watcher = GalleryWatcher(self.gallery, self.config.gallery_check_s, self.name)
+            self.watcher.start()
+
     def close(self) -> None:
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            watcher.stop()
         super().close()
         inside, self.inside = self.inside, None
         if inside is not None:
@@ -104,8 +123,7 @@ class EmbedStage(ObjectModelStage):
             self.gallery = Gallery(
                 self.config.gallery, self._embed_picture, self.match(), self.config.min_size
             )
-            self.gallery.load()
-            self._checked = time.monotonic()
+            self.gallery.load(self.stopping)
 
     def _embed_picture(self, picture: np.ndarray, path: str) -> np.ndarray:
         height, width = picture.shape[:2]
@@ -174,10 +192,9 @@ class EmbedStage(ObjectModelStage):
 
     def process_batch(self, items: list[Frame]) -> list[Frame]:
         gallery = self.gallery
-        if gallery is not None and time.monotonic() - self._checked >= self.config.gallery_check_s:
-            self._checked = time.monotonic()
-            if gallery.changed() and gallery.reload():
-                self.memory.renew()  # every object is matched again against the new names
+        if gallery is not None and gallery.loads != self._seen_loads:  # the watcher read a change
+            self._seen_loads = gallery.loads
+            self.memory.renew()  # every object is matched again against the new names
         return super().process_batch(items)
 
     def votes(self, outputs: np.ndarray, jobs: list[Job]) -> list[Vote]:

@@ -19,12 +19,15 @@ from vapipe.pipeline.errors import ConfigError
 MAX_PIXELS = 40_000_000
 """A picture declaring more pixels than this (a 7,700 x 5,200 photograph) is refused before
 it is decoded: a gallery picture shows one person; a larger one is a mistake or an attack."""
+MAX_BYTES = 50 * 2**20
+"""A file larger than this (50 MiB) is refused before it is opened: no picture of one person
+needs it, and a sparse or endless file would be read whole."""
 
 
 def read_picture(path: Path, min_side: int) -> np.ndarray:
     """The BGR picture at ``path``; raises ConfigError (key ``gallery``) naming the file when
-    it is not a regular file, declares over ``MAX_PIXELS``, cannot be decoded whole, or has a
-    side under ``min_side`` pixels."""
+    it is not a regular file, is over ``MAX_BYTES``, declares over ``MAX_PIXELS``, cannot be
+    decoded whole, or has a side under ``min_side`` pixels."""
     from PIL import Image
 
     try:
@@ -34,6 +37,13 @@ def read_picture(path: Path, min_side: int) -> np.ndarray:
                           key="gallery") from None  # fmt: skip
     if not stat.S_ISREG(mode):
         raise ConfigError(f"gallery picture {path} is not a regular file", key="gallery")
+    size = os.stat(path).st_size
+    if size > MAX_BYTES:
+        raise ConfigError(
+            f"gallery picture {path} is {size / 2**20:.0f} MiB: over {MAX_BYTES // 2**20} MiB, "
+            "refused before reading",
+            key="gallery",
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -50,9 +60,9 @@ def read_picture(path: Path, min_side: int) -> np.ndarray:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         declared = re.search(r"\((\d+) pixels\)", str(exc))
-        size = f"{int(declared.group(1)):,} pixels" if declared else "too many pixels"
+        pixels = f"{int(declared.group(1)):,} pixels" if declared else "too many pixels"
         raise ConfigError(
-            f"gallery picture {path} declares {size}: over {MAX_PIXELS // 1_000_000} million, "
+            f"gallery picture {path} declares {pixels}: over {MAX_PIXELS // 1_000_000} million, "
             "refused before decoding",
             key="gallery",
         ) from None

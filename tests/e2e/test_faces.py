@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tests.e2e.faces_footage import Walker, make_faces_footage
 from tests.e2e.helpers import REPO, cli, read_events
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.frame import Frame, StreamInfo
+from vapipe.pipeline.stage import StageContext
 from vapipe.stages.boxes import iou_matrix
 from vapipe.stages.objects.config import DetectInsideConfig, EmbedConfig
 from vapipe.stages.objects.detect_inside import DetectInsideStage
@@ -123,7 +125,7 @@ def test_a_changed_gallery_is_used_without_a_restart(
         min_attempts=3, retry_s=0.0, gallery_check_s=0.01))  # fmt: skip
     faceid.bind(face)
     face.loaded_model()
-    faceid.loaded_model()
+    faceid.open(StageContext("faceid"))  # reads the gallery and starts watching it
     frames = frames_of(clip, events, 24)
 
     def names(batch: list[Frame]) -> list[str | None]:
@@ -138,8 +140,14 @@ def test_a_changed_gallery_is_used_without_a_restart(
 
     assert names(frames[:12]) == ["bob"]
     shutil.rmtree(mine / "bob")
+    gallery = faceid.gallery
+    assert gallery is not None
+    deadline = time.monotonic() + 120
+    while gallery.loads < 2:  # the watcher's thread reads the change
+        assert time.monotonic() < deadline, "the changed gallery was never read"
+        time.sleep(0.01)
     assert names(frames[12:]) == ["unknown"]
-    assert faceid.gallery is not None and faceid.gallery.loads == 2
+    assert gallery.loads == 2 and faceid.watcher is not None
     # The zero-width box at the frame's edge (track 999) was skipped and counted, never cut.
     assert face.counts["at_edge"] + face.counts["too_small"] >= 1
     assert face.counts["failed"] == 0

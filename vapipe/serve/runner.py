@@ -154,6 +154,7 @@ class ServiceRunner(Runner):
             like=like,
             sources_in_run=len(source_ids),
             source_ids=source_ids,
+            stopping=self.stop_requested,
         )
         opening = time.monotonic()
         open_within(stage, context, open_timeout_s or OPEN_TIMEOUT_S)

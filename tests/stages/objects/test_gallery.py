@@ -7,6 +7,9 @@ folder that cannot be read leaving the old gallery in place."""
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -14,7 +17,7 @@ import numpy as np
 import pytest
 
 from vapipe.pipeline.errors import ConfigError
-from vapipe.stages.objects.gallery import UNKNOWN, Gallery
+from vapipe.stages.objects.gallery import UNKNOWN, Gallery, GalleryWatcher, Stopped
 from vapipe.stages.objects.outputs import unit
 
 COLOURS = {"red": (0, 0, 255), "green": (0, 255, 0), "blue": (255, 0, 0)}
@@ -83,6 +86,11 @@ def bad_pictures(folder: Path) -> dict[str, tuple[Path, str]]:
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
     kinds["fifo"] = (fifo, r"gus/1\.jpg is not a regular file")
+    huge = folder / "hal" / "1.jpg"
+    huge.parent.mkdir(parents=True)
+    with huge.open("wb") as sparse:
+        sparse.truncate(60 * 2**20)  # 60 MiB that take no disk
+    kinds["huge"] = (huge, r"hal/1\.jpg is 60 MiB: over 50 MiB, refused before reading")
     reserved = folder / "Unknown" / "1.png"
     write(reserved, COLOURS["green"], size=32)
     kinds["reserved"] = (reserved, r"'Unknown' is the word for no match, not a name")
@@ -108,7 +116,7 @@ def png_header(width: int, height: int) -> bytes:
     )
 
 
-@pytest.mark.parametrize("kind", ["truncated", "tiny", "bomb", "fifo", "reserved"])
+@pytest.mark.parametrize("kind", ["truncated", "tiny", "bomb", "fifo", "huge", "reserved"])
 def test_an_unusable_picture_is_refused_at_start_naming_it(tmp_path: Path, kind: str) -> None:
     write(tmp_path / "ann" / "1.png", COLOURS["green"], size=32)
     path, words = bad_pictures(tmp_path / "bad")[kind]
@@ -168,3 +176,119 @@ def test_a_change_is_picked_up_and_an_unreadable_folder_keeps_the_old_gallery(
     stat = picture.stat()
     os.utime(picture, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     assert gallery.changed()
+
+
+def test_a_change_reads_only_the_pictures_added_or_rewritten(tmp_path: Path) -> None:
+    write(tmp_path / "red" / "1.png", COLOURS["red"])
+    write(tmp_path / "green" / "1.png", COLOURS["green"])
+    read: list[str] = []
+
+    def counting(picture: np.ndarray, path: str) -> np.ndarray:
+        read.append(Path(path).parent.name)
+        return by_colour(picture, path)
+
+    gallery = Gallery(str(tmp_path), counting, threshold=0.9)
+    gallery.load()
+    assert read == ["green", "red"] and gallery.embedded == 2
+    write(tmp_path / "blue" / "1.png", COLOURS["blue"])
+    assert gallery.reload() and read[2:] == ["blue"]
+    assert gallery.names == ["blue", "green", "red"]  # the folder's order, as at start
+    write(tmp_path / "green" / "1.png", COLOURS["red"], size=9)  # rewritten: other size
+    assert gallery.reload() and read[3:] == ["green"]
+    assert [m.name for m in gallery.match(unit(np.array([[0, 255, 0]], np.float32)))] == [
+        UNKNOWN]  # fmt: skip
+    (tmp_path / "red" / "1.png").unlink()
+    assert gallery.reload() and read[4:] == [] and gallery.names == ["blue", "green"]
+    assert gallery.loads == 4 and gallery.embedded == 4
+
+
+def test_a_picture_kept_out_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "red" / "1.png", COLOURS["red"])
+    gallery = Gallery(str(tmp_path), by_colour, threshold=0.9)
+    gallery.load()
+    write(tmp_path / "black" / "1.png", (0, 0, 0))
+    with caplog.at_level("WARNING"):
+        assert gallery.reload()
+        write(tmp_path / "blue" / "1.png", COLOURS["blue"])
+        assert gallery.reload()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "black/1.png" in warned[0], warned
+    assert gallery.names == ["blue", "red"]
+
+
+def test_a_name_folder_that_cannot_be_listed_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "red" / "1.png", COLOURS["red"])
+    write(tmp_path / "bob" / "1.png", COLOURS["blue"])
+    listing = Path.iterdir
+
+    def iterdir(self: Path):  # type: ignore[no-untyped-def]
+        if self.name == "bob":  # as root, chmod cannot make a folder unreadable
+            raise PermissionError(13, "Permission denied")
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    with pytest.raises(ConfigError, match=r"gallery folder .*/bob cannot be read \(Permission"):
+        Gallery(str(tmp_path), by_colour, 0.5).load()
+    monkeypatch.setattr(Path, "iterdir", listing)
+    gallery = Gallery(str(tmp_path), by_colour, 0.5)
+    gallery.load()
+    write(tmp_path / "bob" / "2.png", COLOURS["green"])
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    assert not gallery.reload() and gallery.names == ["bob", "red"]  # the old one stays
+
+
+def test_a_stop_request_ends_the_reading_between_pictures(tmp_path: Path) -> None:
+    for index in range(5):
+        write(tmp_path / f"p{index}" / "1.png", COLOURS["red"])
+    stop = threading.Event()
+
+    def stopping(picture: np.ndarray, path: str) -> np.ndarray:
+        stop.set()  # Ctrl-C while the first picture is read
+        return by_colour(picture, path)
+
+    gallery = Gallery(str(tmp_path), stopping, 0.5)
+    with pytest.raises(Stopped):
+        gallery.load(stop)
+    assert gallery.embedded == 1 and gallery.loads == 0
+
+
+def wait_for(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_the_watcher_reads_changes_on_its_own_thread_and_stops_mid_reading(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "red" / "1.png", COLOURS["red"])
+    threads: list[str] = []
+    hold = threading.Event()
+
+    def recording(picture: np.ndarray, path: str) -> np.ndarray:
+        threads.append(threading.current_thread().name)
+        if "slow" in path:
+            hold.wait(60)  # a reading that takes long: stop() must not wait for its end
+        return by_colour(picture, path)
+
+    gallery = Gallery(str(tmp_path), recording, threshold=0.9)
+    gallery.load()
+    watcher = GalleryWatcher(gallery, 0.01, "who")
+    watcher.start()
+    write(tmp_path / "blue" / "1.png", COLOURS["blue"])
+    wait_for(lambda: gallery.loads == 2, "the change to be read")
+    assert gallery.names == ["blue", "red"] and threads[1:] == ["who-gallery"]
+    write(tmp_path / "slow" / "1.png", COLOURS["green"])
+    write(tmp_path / "slow" / "2.png", COLOURS["green"])
+    wait_for(lambda: len(threads) == 3, "the slow picture's reading to begin")
+    stopper = threading.Thread(target=watcher.stop)
+    stopper.start()
+    wait_for(lambda: watcher._stop.is_set(), "the stop request")
+    hold.set()  # the picture being read ends; the next one is never started
+    stopper.join(60)
+    assert not stopper.is_alive() and len(threads) == 3 and gallery.loads == 2
