@@ -4,11 +4,13 @@ gallery's own thread, only the new ones, while frames keep flowing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -69,17 +71,24 @@ def run_in_background(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str]
     return process, log
 
 
-def test_ctrl_c_while_a_large_gallery_is_read_ends_the_run(tmp_path: Path) -> None:
-    people(tmp_path / "gallery", 1500)
-    (tmp_path / "graph.toml").write_text(GRAPH.format(source=""))
-    process, log = run_in_background(tmp_path)
+@contextlib.contextmanager
+def ctrl_c_at_the_end(process: subprocess.Popen[str]) -> Iterator[None]:
+    """Ctrl-C once the block is done; the process never outlives the test."""
     try:
-        wait_for(lambda: "reading 1500 pictures" in log.read_text(), 240, "the reading", log)
+        yield
         process.send_signal(signal.SIGINT)
         process.wait(240)
     finally:
         process.kill()
         process.wait()
+
+
+def test_ctrl_c_while_a_large_gallery_is_read_ends_the_run(tmp_path: Path) -> None:
+    people(tmp_path / "gallery", 1500)
+    (tmp_path / "graph.toml").write_text(GRAPH.format(source=""))
+    process, log = run_in_background(tmp_path)
+    with ctrl_c_at_the_end(process):
+        wait_for(lambda: "reading 1500 pictures" in log.read_text(), 240, "the reading", log)
     text = log.read_text()
     assert process.returncode == 130, text[-2000:]
     assert "who: stopped while reading the gallery" in text, text[-2000:]
@@ -94,7 +103,7 @@ def test_pictures_added_while_running_are_read_once_and_frames_keep_flowing(
     people(tmp_path / "gallery", 3)
     (tmp_path / "graph.toml").write_text(GRAPH.format(source="loop = true"))
     process, log = run_in_background(tmp_path, "--stats", "stats.json")
-    try:
+    with ctrl_c_at_the_end(process):
         events = tmp_path / "out" / "events.jsonl"
         wait_for(lambda: events.exists() and events.stat().st_size > 0, 240, "frames", log)
         for batch in range(4):  # pictures trickling in while frames run
@@ -104,11 +113,6 @@ def test_pictures_added_while_running_are_read_once_and_frames_keep_flowing(
         lines_then = len(events.read_text().splitlines())
         wait_for(lambda: len(events.read_text().splitlines()) > lines_then + 10, 240,
                  "frames after the changes", log)  # fmt: skip
-        process.send_signal(signal.SIGINT)
-        process.wait(240)
-    finally:
-        process.kill()
-        process.wait()
     text = log.read_text()
     assert process.returncode == 130, text[-2000:]
     read = [int(line.split(": reading ")[1].split()[0]) for line in text.splitlines()
