@@ -91,10 +91,6 @@ class Runner:
         opened = self._open_all()
         if opened is not None:
             return self._result(opened)
-        if self.stop_requested.is_set():  # Ctrl-C while the stages opened: do not start
-            for node in self.nodes().values():
-                self._close(node)
-            return self._result(self._exit_code())
         try:
             self._start_threads()
             self.ready_at = time.time()
@@ -175,12 +171,9 @@ class Runner:
         for name in self.graph.order:
             spec = self.graph.nodes[name]
             stage = self._make_stage(name, spec)
-            is_source = isinstance(stage, SourceStage)
-            self._nodes[name] = Node(
-                stage=stage,
-                inbox=None if is_source else Inbox(name),
-                metrics=StageMetrics(name, spec.stage_cls.type_name),
-            )
+            inbox = None if isinstance(stage, SourceStage) else Inbox(name)
+            metrics = StageMetrics(name, spec.stage_cls.type_name)
+            self._nodes[name] = Node(stage=stage, inbox=inbox, metrics=metrics)
         bind_all(self.graph, {name: node.stage for name, node in self._nodes.items()})
         for edge in self.graph.edges:
             # graph.build rejects links into sources, so every destination has an inbox.
@@ -194,11 +187,9 @@ class Runner:
         source_ids = self.graph.source_ids
         stages = {name: node.stage for name, node in self._nodes.items()}
         for name in reversed(self.graph.order):
-            node = self._nodes[name]
             if self.stop_requested.is_set():  # Ctrl-C while stages opened: open no more
-                for done in opened:
-                    self._close(done)
-                return self._exit_code()
+                break
+            node = self._nodes[name]
             context = context_for(
                 self.graph, stages, name, sources_in_run=self.sources_in_run,
                 source_ids=source_ids, stopping=self.stop_requested,
@@ -216,7 +207,11 @@ class Runner:
                     return EXIT_USAGE
                 self._record_error(name, exc, None, stop=False)
                 return EXIT_FAILURE
-        return None
+        if not self.stop_requested.is_set():
+            return None
+        for done in opened:  # Ctrl-C while the stages opened: close them, start none
+            self._close(done)
+        return self._exit_code()
 
     def _start_threads(self) -> None:
         for name in self.graph.order:

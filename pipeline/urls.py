@@ -14,7 +14,7 @@ import re
 import threading
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 # A URL's user-info is found token by token (a token ends at whitespace, a quote or <>), in
 # one pass over the text: a regular expression that tried a scheme at every letter was
@@ -171,3 +171,22 @@ def _register_all(values: Iterable[str]) -> None:
     forms = {form for value in values for form in _forms(value)}
     with _lock:
         _secrets.update(forms)
+
+
+def shown_url(url: str, with_path: bool = False) -> str:
+    """``url`` as logs and stats show it: credentials masked and, unless ``with_path``, only
+    its scheme, host and port (``https://hooks.example.com/***``): many services put the
+    secret of a webhook in its path."""
+    masked = mask_credentials(url)
+    if with_path:
+        return masked
+    parts = urlsplit(masked)
+    hidden = parts.path.strip("/") or parts.query or parts.fragment
+    return f"{parts.scheme}://{parts.netloc}" + ("/***" if hidden else "")
+
+
+def hidden_parts(url: str) -> tuple[str, ...]:
+    """What ``shown_url`` leaves out of ``url`` (its path and query), for ``mask_also`` on a
+    message that may quote the whole URL."""
+    parts = urlsplit(url)
+    return tuple(part for part in (parts.path.strip("/"), parts.query, parts.fragment) if part)

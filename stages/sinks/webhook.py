@@ -2,7 +2,8 @@
 
 As with the mqtt sink, ``process`` only puts records into a bounded outbox; a sender thread
 POSTs up to ``batch_size`` of them at a time over one kept-alive connection, retrying a
-failed batch with exponential backoff (or as long as the server's ``Retry-After`` says), so a
+failed batch with exponential backoff (or as long as the server's ``Retry-After`` says, up to
+``retry_max_s``), so a
 slow or dead server never holds up the video path. A batch the server refuses for good (a
 4xx other than 408/425/429, or a redirect, which is never followed) is dropped and counted.
 """
@@ -21,7 +22,7 @@ from pydantic import Field, field_validator
 
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
-from vapipe.pipeline.urls import mask_credentials
+from vapipe.pipeline.urls import hidden_parts, mask_also, mask_credentials, shown_url
 from vapipe.stages.events.http_post import Answer, Endpoint
 from vapipe.stages.events.outbox import Reachability
 from vapipe.stages.events.records import NonFinite, Record, to_json
@@ -35,7 +36,10 @@ class WebhookConfig(OutboxConfig):
 
     url: str
     """``http://`` or ``https://`` endpoint; user:password in it is sent as basic auth and
-    masked everywhere."""
+    masked everywhere. Logs and stats show its scheme, host and port only (Slack, Discord and
+    Home Assistant webhook URLs hold their secret in the path) unless ``show_url_path``."""
+    show_url_path: bool = False
+    """Show the URL's path and query in logs and stats: for a URL that holds no secret."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers (``{ Authorization = "Bearer ..." }``); values are never logged."""
     batch_size: int = Field(50, ge=1, le=10000)
@@ -48,8 +52,8 @@ class WebhookConfig(OutboxConfig):
     retry_initial_s: float = Field(0.5, gt=0)
     """Wait before the first retry of a failed batch; doubles up to ``retry_max_s``."""
     retry_max_s: float = Field(30.0, gt=0)
-    """Longest wait between retries (a server's Retry-After is honoured beyond it); a batch
-    is retried until delivered or the run ends."""
+    """Longest wait between retries, a server's Retry-After included (one asking for an hour
+    would hold every event that long); a batch is retried until delivered or the run ends."""
 
     @field_validator("url")
     @classmethod
@@ -93,7 +97,9 @@ class WebhookSink(OutboxSink):
         cfg = self.config
         url, headers = _request_for(cfg)
         self.endpoint = Endpoint(url, headers, cfg.timeout_s)
-        self.shown_url = mask_credentials(cfg.url)
+        self.shown_url = shown_url(cfg.url, cfg.show_url_path)
+        # Said by no log line or stats: what follows the host, unless the config says it may.
+        self._hidden = () if cfg.show_url_path else hidden_parts(cfg.url)
         self.reach = Reachability(self.name, self.shown_url)
         self.posts = self.delivered = self.failures = self.rejected = 0
         self.non_finite = NonFinite(self.name)
@@ -120,7 +126,7 @@ class WebhookSink(OutboxSink):
                     pause = (
                         wait
                         if answer is None or answer.retry_after_s is None
-                        else (answer.retry_after_s)
+                        else min(answer.retry_after_s, cfg.retry_max_s)
                     )
                     if self._closing.is_set():
                         time.sleep(max(0.0, min(pause, self._deadline - time.monotonic())))
@@ -170,7 +176,7 @@ class WebhookSink(OutboxSink):
     def _failed(self, reason: str, batch: list[str]) -> None:
         self.failures += 1
         waiting = len(batch) + len(self.outbox)
-        reason = mask_credentials(reason)
+        reason = mask_also(reason, self._hidden)
         log.info(
             "%s: POST to %s failed (%s); %d events wait for a retry",
             self.name, self.shown_url, reason, waiting,

@@ -144,7 +144,7 @@ def test_the_node_keeps_frame_events_and_messages_across_runs(tmp_path: Path) ->
     node.handle_message(Message("cam", "source_down", T0 + 1, 3, 0.3, {"reason": "gone"}))
     node.accept({"event": "frame", "source_id": "cam", "seq": 4, "time": iso_time(T0)})
     node.close()
-    assert node.stats() == {"kept": 2}
+    assert node.stats() == {"kept": 2, "non_finite": 0}
     kept = list(records_in(path))
     assert [r["event"] for r in kept] == ["line_cross", "source_down"]
     assert kept[0]["id"] == "cam/3/line_cross/2/road" and epoch_of(kept[0]["time"]) == T0

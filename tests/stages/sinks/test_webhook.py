@@ -180,6 +180,53 @@ def test_a_passing_refusal_is_retried_as_long_as_retry_after_says(status: int) -
     assert times[1] - times[0] >= 0.95, "Retry-After: 1 was not honoured"
 
 
+def test_a_retry_after_longer_than_retry_max_s_waits_retry_max_s() -> None:
+    def handler(conn: socket.socket, number: int) -> None:
+        conn.sendall(answer(503, "Retry-After: 3600\r\n") if number == 1 else answer(200))
+
+    config = WebhookConfig(url="http://127.0.0.1:1/e", batch_wait_s=0, retry_max_s=0.05)
+    with serving(handler) as server:
+        config = config.model_copy(update={"url": f"http://127.0.0.1:{server.port}/e"})
+        sink = WebhookSink("hook", config)
+        sink.open(None)  # type: ignore[arg-type]
+        sink.accept({"event": "frame", "source_id": "cam", "seq": 0, "pts": 0.0})
+        deadline = time.monotonic() + 60
+        while sink.delivered < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        delivered_while_running = sink.delivered  # not at close, which cuts waits short
+        sink.close()
+    assert delivered_while_running == 1 and len(server.requests) == 2
+
+
+def test_percent_encoded_credentials_are_decoded_for_basic_auth() -> None:
+    import base64
+
+    with serving(lambda conn, number: conn.sendall(answer(204))) as server:
+        run_sink(f"http://us%40er:p%3Ass%2F1@127.0.0.1:{server.port}/e", 1)
+    ((_, headers, _),) = server.requests
+    scheme, _, token = headers["authorization"].partition(" ")
+    assert scheme == "Basic" and base64.b64decode(token).decode() == "us@er:p:ss/1"
+
+
+SLACK = "/services/T0001/B0002/XyZsecretTOKEN"
+
+
+def test_a_webhook_url_path_is_never_shown_unless_declared_safe(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="vapipe.stages.sinks.webhook"):
+        sink = run_sink(f"http://127.0.0.1:1{SLACK}?t=2", 1, answered=False, drain_s=0.1)
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "posting events to http://127.0.0.1:1/***" in said
+    assert "POST to http://127.0.0.1:1/*** failed" in said, said
+    assert sink.stats()["url"] == "http://127.0.0.1:1/***"
+    assert "XyZsecretTOKEN" not in said + str(sink.stats()) and "T0001" not in said
+    shown = run_sink(f"http://127.0.0.1:1{SLACK}", 0, show_url_path=True)
+    assert shown.stats()["url"] == f"http://127.0.0.1:1{SLACK}"
+    plain = run_sink("http://127.0.0.1:1", 0)
+    assert plain.stats()["url"] == "http://127.0.0.1:1"
+
+
 def test_credentials_never_follow_a_redirect() -> None:
     elsewhere: list[dict[str, str]] = []
 
