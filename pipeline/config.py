@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -167,13 +167,40 @@ _TOP_LEVEL_KEYS = ("links", "nodes", "pipeline", "queues", "serve")
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> ConfigSpec:
     """Read, override, expand and validate a config file."""
     file = str(path)
+    return parse(read_config_text(file), file, overrides)
+
+
+# A config of a thousand cameras is ~300 kB: anything far past that is not a config, and
+# reading it whole (/dev/zero, a sparse file of gigabytes) would fill the memory first.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def read_config_text(file: str) -> str:
+    """The text of a config file: a regular file of at most ``MAX_CONFIG_BYTES``, in UTF-8.
+    A device, FIFO or folder is refused before it is opened (a FIFO would block the open)."""
     try:
-        text = Path(file).read_text(encoding="utf-8")
+        info = os.stat(file)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a device, FIFO or socket"
+            raise ConfigError(f"not a config file: it is {kind}", file=file)
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(_too_big(info.st_size), file=file)
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)  # it may have grown since
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(_too_big(len(data)), file=file)
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError("config file not found", file=file) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config: {exc}", file=file) from None
-    return parse(text, file, overrides)
+
+
+def _too_big(size: int) -> str:
+    return (
+        f"not a config file: {size:,} bytes, over the {MAX_CONFIG_BYTES // 2**20} MiB a config "
+        "may have"
+    )
 
 
 def parse(text: str, file: str = "<config>", overrides: Iterable[str] = ()) -> ConfigSpec:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 from vapipe.pipeline.config import ConfigSpec, NodeSpec, normalise_link
@@ -13,6 +13,11 @@ from vapipe.pipeline.outputs import FileClaims
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import SourceStage
 from vapipe.pipeline.validation import suggest
+
+# Stated limits: past them a config is refused at once rather than built for minutes (a
+# thread per node: 10,000 nodes is already far past what one process runs well).
+MAX_NODES = 10_000
+MAX_LINKS = 20_000
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,18 @@ class Graph:
     order: list[str]
     """Node names in topological order, sources first."""
     edges: list[Edge]
+    _after: dict[str, list[str]] = field(init=False, repr=False, compare=False)
+    _before: dict[str, list[str]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Each node's neighbours once: the runtime asks for them per node (thousands of them).
+        after: dict[str, list[str]] = {}
+        before: dict[str, list[str]] = {}
+        for edge in self.edges:
+            after.setdefault(edge.src, []).append(edge.dst)
+            before.setdefault(edge.dst, []).append(edge.src)
+        object.__setattr__(self, "_after", after)
+        object.__setattr__(self, "_before", before)
 
     @property
     def nodes(self) -> dict[str, NodeSpec]:
@@ -49,10 +66,10 @@ class Graph:
         return [source_id_of(self.nodes[name]) for name in self.sources]
 
     def successors(self, name: str) -> list[str]:
-        return [edge.dst for edge in self.edges if edge.src == name]
+        return list(self._after.get(name, ()))
 
     def predecessors(self, name: str) -> list[str]:
-        return [edge.src for edge in self.edges if edge.dst == name]
+        return list(self._before.get(name, ()))
 
     def downstream_of(self, name: str) -> list[str]:
         """Nodes reachable from ``name`` (excluded), nearest first."""
@@ -64,14 +81,14 @@ class Graph:
 
     @staticmethod
     def _reachable(name: str, step: Callable[[str], list[str]]) -> list[str]:
-        seen: list[str] = []
+        seen: dict[str, None] = {}  # an ordered set
         frontier = deque(step(name))
         while frontier:
             current = frontier.popleft()
             if current not in seen:
-                seen.append(current)
+                seen[current] = None
                 frontier.extend(step(current))
-        return seen
+        return list(seen)
 
 
 def source_id_of(node: NodeSpec) -> str:
@@ -89,7 +106,12 @@ def source_type(node: NodeSpec) -> type[SourceStage]:
 def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Graph:
     """Check links, topology and files; raise ConfigError on the first problem.
     ``also_written``: files the run writes besides its nodes' (path -> what writes it)."""
-    pairs: list[tuple[str, str]] = []
+    if len(spec.nodes) > MAX_NODES:
+        raise spec.error(
+            f"{len(spec.nodes):,} nodes: a pipeline has at most {MAX_NODES:,} "
+            "(split the sources over several configs or shards)"
+        )
+    pairs: dict[tuple[str, str], None] = {}  # an ordered set
     for chain in spec.links:
         names = [part.strip() for part in chain.split("!")]
         if len(names) < 2 or not all(names):
@@ -110,16 +132,24 @@ def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Gr
                 raise spec.error(
                     f"link '{src} ! {dst}' is declared twice", line=spec.links_line, key="links"
                 )
-            pairs.append((src, dst))
+            pairs[src, dst] = None
+            if len(pairs) > MAX_LINKS:
+                raise spec.error(
+                    f"more than {MAX_LINKS:,} links: a pipeline has at most that many",
+                    line=spec.links_line,
+                    key="links",
+                )
 
     for link_name in spec.queues:
         src, _, dst = link_name.partition(" ! ")
         if (src, dst) not in pairs:
             raise spec.error(f'[queues."{link_name}"] names no declared link', key="queues")
 
+    fed = {dst for _, dst in pairs}
+    feeding = {src for src, _ in pairs}
     for name, node in spec.nodes.items():
         is_source = issubclass(node.stage_cls, SourceStage)
-        has_inputs = any(dst == name for _, dst in pairs)
+        has_inputs = name in fed
         if is_source and has_inputs:
             raise spec.error(
                 f"a '{node.stage_cls.type_name}' node takes no input, but a link feeds it",
@@ -127,65 +157,78 @@ def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Gr
             )
         if not is_source and not has_inputs:
             raise spec.error("not reachable from a source: no link feeds this node", node=name)
-        if is_source and not any(src == name for src, _ in pairs):
+        if is_source and name not in feeding:
             raise spec.error("source is not linked to anything", node=name)
 
-    order = _topological_order(spec, pairs)
-    _check_upstream(spec, pairs)
+    order = _topological_order(spec, list(pairs))
+    _check_upstream(spec, list(pairs), order)
     edges = [_edge(spec, src, dst) for src, dst in pairs]
     _check_files(spec, also_written or {})
     return Graph(spec=spec, order=order, edges=edges)
 
 
-def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> None:
+def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]], order: list[str]) -> None:
     """A node that needs a node of some type before it (analytics after track) gets one on
-    every path from a source, found now rather than at the first frame."""
+    every path from a source, found now rather than at the first frame. Each question
+    ("is every path to here through X?") is answered for all nodes in one pass in
+    topological order, so that a config of thousands of nodes is checked in linear time."""
     feeders: dict[str, list[str]] = {}
     for src, dst in pairs:
         feeders.setdefault(dst, []).append(src)
+    by_type: dict[tuple[str, ...], dict[str, bool]] = {}
+    by_node: dict[str, dict[str, bool]] = {}
     for name, node in spec.nodes.items():
         for other in node.stage_cls.reads_results_of(node.config):
-            _check_reads(spec, feeders, name, other)
+            if other not in spec.nodes:
+                raise spec.error(
+                    f"reads the results of node '{other}', which does not exist", node=name
+                )
+            if other not in by_node:
+                by_node[other] = _covered(order, feeders, {other})
+            if not _all_through(by_node[other], feeders, name):
+                source = _uncovered_source(by_node[other], feeders, name)
+                raise spec.error(
+                    f"reads the results of node '{other}', which is not on its way from source "
+                    f"'{source}' (link ... ! {other} ! ... ! {name})",
+                    node=name,
+                )
         needed = node.stage_cls.needs_upstream
         if not needed:
             continue
-        # Walk back from the node; a path that reaches a source without a needed type fails.
-        stack, seen = list(feeders.get(name, [])), set()
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            if spec.nodes[current].stage_cls.type_name in needed:
-                continue
-            if current not in feeders:  # a source, reached without one
-                wanted = " or ".join(f"'{kind}'" for kind in needed)
-                raise spec.error(
-                    f"needs a {wanted} node before it, on the way from source '{current}' "
-                    f'(e.g. links = ["... ! nms ! {needed[0]} ! {name}"])',
-                    node=name,
-                )
-            stack.extend(feeders[current])
-
-
-def _check_reads(spec: ConfigSpec, feeders: dict[str, list[str]], name: str, other: str) -> None:
-    """Node ``name`` reads what node ``other`` wrote into the detections: ``other`` exists
-    and comes before it on every path from a source."""
-    if other not in spec.nodes:
-        raise spec.error(f"reads the results of node '{other}', which does not exist", node=name)
-    stack, seen = list(feeders.get(name, [])), set()
-    while stack:
-        current = stack.pop()
-        if current in seen or current == other:
-            continue
-        seen.add(current)
-        if current not in feeders:
+        if needed not in by_type:
+            of_type = {n for n, s in spec.nodes.items() if s.stage_cls.type_name in needed}
+            by_type[needed] = _covered(order, feeders, of_type)
+        if not _all_through(by_type[needed], feeders, name):
+            source = _uncovered_source(by_type[needed], feeders, name)
+            wanted = " or ".join(f"'{kind}'" for kind in needed)
             raise spec.error(
-                f"reads the results of node '{other}', which is not on its way from source "
-                f"'{current}' (link ... ! {other} ! ... ! {name})",
+                f"needs a {wanted} node before it, on the way from source '{source}' "
+                f'(e.g. links = ["... ! nms ! {needed[0]} ! {name}"])',
                 node=name,
             )
-        stack.extend(feeders[current])
+
+
+def _covered(order: list[str], feeders: dict[str, list[str]], through: set[str]) -> dict[str, bool]:
+    """For each node: whether every path from a source to it, itself included, passes a node
+    of ``through``."""
+    covered: dict[str, bool] = {}
+    for name in order:
+        before = feeders.get(name)
+        covered[name] = name in through or (bool(before) and all(covered[f] for f in before or ()))
+    return covered
+
+
+def _all_through(covered: dict[str, bool], feeders: dict[str, list[str]], name: str) -> bool:
+    """Whether every path into ``name`` (not counting ``name`` itself) is covered."""
+    return all(covered[f] for f in feeders.get(name, ()))
+
+
+def _uncovered_source(covered: dict[str, bool], feeders: dict[str, list[str]], name: str) -> str:
+    """A source from which a path reaches ``name`` without a covered node."""
+    current = next(f for f in feeders[name] if not covered[f])
+    while current in feeders:
+        current = next(f for f in feeders[current] if not covered[f])
+    return current
 
 
 def _check_files(spec: ConfigSpec, also_written: Mapping[str, str]) -> None:
@@ -242,20 +285,22 @@ def link_for(spec: ConfigSpec, like: str, dst: str, node: NodeSpec) -> Edge:
 def _topological_order(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> list[str]:
     """Kahn's algorithm; what is left over lies on a cycle."""
     indegree = {name: 0 for name in spec.nodes}
-    for _, dst in pairs:
+    after: dict[str, list[str]] = {}
+    for src, dst in pairs:
         indegree[dst] += 1
+        after.setdefault(src, []).append(dst)
     ready = deque(name for name, degree in indegree.items() if degree == 0)
     order: list[str] = []
     while ready:
         current = ready.popleft()
         order.append(current)
-        for src, dst in pairs:
-            if src == current:
-                indegree[dst] -= 1
-                if indegree[dst] == 0:
-                    ready.append(dst)
+        for dst in after.get(current, ()):
+            indegree[dst] -= 1
+            if indegree[dst] == 0:
+                ready.append(dst)
     if len(order) < len(spec.nodes):
-        cycle = [name for name in spec.nodes if name not in order]
+        placed = set(order)
+        cycle = [name for name in spec.nodes if name not in placed]
         raise spec.error(
             f"links form a cycle through {', '.join(cycle)}", line=spec.links_line, key="links"
         )

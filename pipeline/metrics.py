@@ -136,8 +136,11 @@ def format_table(stats: dict[str, Any]) -> str:
         ((name, stage) for name, stage in stats["stages"].items() if not name.startswith("_")),
         key=lambda item: item[1].get("type") != "source",
     )
+    into: dict[str, list[dict[str, Any]]] = {}
+    for queue in stats["queues"].values():
+        into.setdefault(queue["dst"], []).append(queue)
     for name, stage in shown:
-        inputs = [q for q in stats["queues"].values() if q["dst"] == name]
+        inputs = into.get(name, [])
         high = max((q["high_water"] for q in inputs), default=None)
         dropped = sum(q["dropped"] for q in inputs)
         rows.append(

@@ -64,25 +64,52 @@ def identity(names: Names) -> tuple[int, int] | None:
 
 
 class FileClaims:
-    """Every name read or written so far, and who reads or writes it."""
+    """Every name read or written so far, and who reads or writes it. One file's claim is
+    found by its name or inode in a dictionary, so that thousands of sinks are checked in
+    linear time; only open-ended sets of names are compared one by one."""
 
     def __init__(self) -> None:
-        self._claims: list[tuple[Names, tuple[int, int] | None, str]] = []
+        self._files: dict[str, str] = {}  # one file's name -> its owner
+        self._inodes: dict[tuple[int, int], str] = {}
+        self._sets: list[tuple[Names, str]] = []  # open-ended sets of names, their owners
 
     def read(self, names: str | Names, owner: str) -> None:
         """An input: written by nobody."""
         real = _real(names)
-        self._claims.append((real, identity(real), owner))
+        self._claim(real, identity(real), owner)
 
     def write(self, names: str | Names, owner: str) -> str | None:
         """An output; the description of what it would destroy, or None (then claimed)."""
         real = _real(names)
         inode = identity(real)
-        for other, other_inode, other_owner in self._claims:
-            if other.overlaps(real) or (inode is not None and inode == other_inode):
-                return other_owner
-        self._claims.append((real, inode, f"also written by {owner}"))
-        return None
+        clash = self._owner_of(real, inode)
+        if clash is None:
+            self._claim(real, inode, f"also written by {owner}")
+        return clash
+
+    def _owner_of(self, real: Names, inode: tuple[int, int] | None) -> str | None:
+        if not real.many:
+            found = self._files.get(real.prefix)
+            if found is None and inode is not None:
+                found = self._inodes.get(inode)
+            if found is not None:
+                return found
+        else:
+            found = next(
+                (owner for name, owner in self._files.items() if real.overlaps(Names(name))),
+                None,
+            )
+            if found is not None:
+                return found
+        return next((owner for other, owner in self._sets if other.overlaps(real)), None)
+
+    def _claim(self, real: Names, inode: tuple[int, int] | None, owner: str) -> None:
+        if real.many:
+            self._sets.append((real, owner))
+            return
+        self._files.setdefault(real.prefix, owner)
+        if inode is not None:
+            self._inodes.setdefault(inode, owner)
 
 
 def _real(names: str | Names) -> Names:

@@ -36,11 +36,21 @@ def secret_looking(path: str) -> bool:
     )
 
 
+# What a well-formed NODE.KEY= starts with: names joined by dots, nothing else.
+_KEY_PATH = re.compile(r"\s*[\w-]+(?:\s*\.\s*[\w-]+)*\s*")
+
+
 def shown(override: str, limit: int = 80) -> str:
     """An override as an error line shows it: one line, cut to ``limit`` characters, its
-    value masked where the key could name a secret."""
-    path, sep, _ = override.partition("=")
-    if sep and secret_looking(path):
+    value masked where the key could name a secret or the value is a table (which may hold
+    one). One without ``NODE.KEY=`` (``mqtt.password:SECRET``, ``mqtt={...}``) shows only the
+    name it starts with: where its value begins cannot be known."""
+    path, sep, value = override.partition("=")
+    lead = _KEY_PATH.match(override)
+    named = lead.group() if lead else ""
+    if not sep or named != path or "." not in path:
+        override = named.strip() + ("..." if named != override else "")
+    elif secret_looking(path) or value.lstrip().startswith("{"):
         override = f"{path}=***"
     text = mask_credentials(override.replace("\n", "\\n").replace("\r", "\\r"))
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -96,7 +96,7 @@ class LinkQueue:
                     self._drop_oldest_data()
                 else:
                     while len(self._items) >= self.size:
-                        self._not_full.wait(0.25)
+                        self._not_full.wait()  # every pop, discard and abort notifies
                         if inbox.aborted:
                             raise Aborted(self.name)
                         if inbox.discarding:
@@ -111,8 +111,10 @@ class LinkQueue:
 
     def _append(self, item: Any) -> None:
         self._items.append(item)
-        if item is not EOS:
-            self.stats.high_water = max(self.stats.high_water, len(self._items))
+        if item is EOS:
+            self._inbox.not_empty.notify_all()  # every waiting worker may have to end
+            return
+        self.stats.high_water = max(self.stats.high_water, len(self._items))
         self._inbox.not_empty.notify()
 
     def _drop_oldest_data(self) -> None:
@@ -176,7 +178,10 @@ class Inbox:
                 item = self._pop_any()
                 if item is not None:
                     return item
-                self.not_empty.wait(0.25)
+                # No polling: every append, release and abort notifies. A timeout here would
+                # wake every idle stage thread several times a second (thousands of them
+                # in a large graph, each taking the interpreter lock).
+                self.not_empty.wait()
 
     def get_batch(self, max_items: int, timeout_s: float) -> tuple[list[Any], bool]:
         """Up to ``max_items`` items, waiting at most ``timeout_s`` after the first one.

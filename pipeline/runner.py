@@ -36,7 +36,7 @@ from vapipe.pipeline.outcome import (
 from vapipe.pipeline.queues import EOS, Aborted, Inbox
 from vapipe.pipeline.signals import install_stop_signals
 from vapipe.pipeline.stage import BatchStage, SourceStage, Stage
-from vapipe.pipeline.wiring import bind_all, context_for
+from vapipe.pipeline.wiring import bind_all, context_for, downstream_of_each
 
 log = logging.getLogger(__name__)
 
@@ -185,14 +185,14 @@ class Runner:
         """Open downstream stages first: a source demuxes once its packets' takers are open."""
         opened: list[Node] = []
         source_ids = self.graph.source_ids
-        stages = {name: node.stage for name, node in self._nodes.items()}
+        downstream = downstream_of_each(self.graph, stages := self.stages)
         for name in reversed(self.graph.order):
             if self.stop_requested.is_set():  # Ctrl-C while stages opened: open no more
                 break
             node = self._nodes[name]
             context = context_for(
                 self.graph, stages, name, sources_in_run=self.sources_in_run,
-                source_ids=source_ids, stopping=self.stop_requested,
+                source_ids=source_ids, stopping=self.stop_requested, downstream=downstream,
             )  # fmt: skip
             try:
                 opening = time.monotonic()

@@ -4,6 +4,7 @@ the file, line, node and key (with a did-you-mean), as the user wrote them."""
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any, get_args
@@ -144,7 +145,8 @@ def find_line(
 ) -> int | None:
     """Best-effort line number of ``[nodes.NODE]`` (or ``[TABLE]``) and of ``key`` in it.
 
-    tomllib keeps no positions, so this scans the text; it returns None where unsure.
+    tomllib keeps no positions, so this scans the text, once per text: a config of
+    thousands of nodes asks for every node's line. It returns None where unsure.
     """
     if table is not None:
         wanted = table
@@ -152,22 +154,34 @@ def find_line(
         wanted = f"nodes.{node}"
     else:
         wanted = ""
-    header_line: int | None = None if wanted else 0
-    current = ""
+    found = _tables(text).get(wanted.replace('"', ""))
+    if found is None:
+        return None
+    return _key_line(found, key) or found[0] or None
+
+
+def _key_line(found: tuple[int, list[tuple[int, str]]], key: str | None) -> int | None:
+    if key is None:
+        return None
+    pattern = re.compile(rf"""\s*["']?{re.escape(key)}["']?\s*=""")
+    return next((number for number, line in found[1] if pattern.match(line)), None)
+
+
+_HEADER = re.compile(r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?")
+_DOTS = re.compile(r"\s*\.\s*")
+
+
+@functools.lru_cache(maxsize=4)
+def _tables(text: str) -> dict[str, tuple[int, list[tuple[int, str]]]]:
+    """Each table's header line and its lines by name (``""``: the lines before any header);
+    the first of a repeated header counts."""
+    tables: dict[str, tuple[int, list[tuple[int, str]]]] = {"": (0, [])}
+    lines = tables[""][1]
     for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        header = re.fullmatch(r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?", stripped)
+        header = _HEADER.fullmatch(line.strip())
         if header:
-            current = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", "")
-            if current == wanted.replace('"', ""):
-                header_line = number
-                if key is None:
-                    return number
+            name = _DOTS.sub(".", header.group(1)).replace('"', "").replace("'", "")
+            lines = tables.setdefault(name, (number, []))[1]
             continue
-        if (
-            key is not None
-            and current == wanted.replace('"', "")
-            and re.match(rf"""\s*["']?{re.escape(key)}["']?\s*=""", line)
-        ):
-            return number
-    return header_line or None
+        lines.append((number, line))
+    return tables

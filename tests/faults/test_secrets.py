@@ -40,6 +40,17 @@ def url(port: int, path: str = "stream", scheme: str = "rtsp://") -> str:
 
 
 @pytest.mark.parametrize(
+    "override",
+    [f"cam.password:{SECRET}", f"cam.password {SECRET}", f"cam={{password = '{SECRET}'}}",
+     f"cam.reconnect={{password = '{SECRET}'}}"],
+)  # fmt: skip
+def test_a_set_in_any_shape_never_shows_its_value(tmp_path: Path, override: str) -> None:
+    result = cli(RTSP, "--set", override, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and "'cam" in result.stderr, result.stderr[-2000:]
+    assert_clean(result.stderr + result.stdout)
+
+
+@pytest.mark.parametrize(
     "overrides",
     [
         pytest.param([f"cam.uri={url(free_port())}", "cam.reconnect.max_attempts=1"], id="refused"),

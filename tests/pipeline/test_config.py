@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -349,3 +353,49 @@ def test_a_misspelt_key_is_named_before_a_bad_value_beside_it() -> None:
 def test_of_two_bad_values_one_is_named_the_first_the_config_class_checks() -> None:
     with pytest.raises(ConfigError, match=r"node 'cam' key 'realtime': "):
         parse(SOURCE.format(keys='loop = "maybe"\nrealtime = "perhaps"'))
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        pytest.param(lambda p: os.mkfifo(p), "it is a device, FIFO or socket", id="fifo"),
+        pytest.param(lambda p: p.mkdir(), "it is a folder", id="folder"),
+        pytest.param(
+            lambda p: (p.touch(), os.truncate(p, 4 * 2**30)),
+            "4,294,967,296 bytes, over the 4 MiB",
+            id="sparse-4-GB",
+        ),
+        pytest.param(
+            lambda p: p.write_bytes(b"#" * (4 * 2**20 + 1)), "4,194,305 bytes", id="just-over"
+        ),
+    ],
+)
+def test_only_a_regular_file_of_at_most_4_mib_is_read_as_a_config(
+    tmp_path: Path, make: Any, said: str
+) -> None:
+    from vapipe.pipeline.config import load
+
+    path = tmp_path / "pipeline.toml"
+    make(path)
+    with pytest.raises(ConfigError) as caught:  # a FIFO with no writer would block an open
+        load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: not a config file: ") and said in message, message
+    assert caught.value.file == str(path)
+
+
+def test_a_config_of_exactly_4_mib_is_read(tmp_path: Path) -> None:
+    from vapipe.pipeline.config import MAX_CONFIG_BYTES, read_config_text
+
+    path = tmp_path / "big.toml"
+    body = 'links = ["a ! b"]\n'
+    path.write_text(body + "#" * (MAX_CONFIG_BYTES - len(body) - 1) + "\n")
+    assert read_config_text(str(path)).startswith(body)
+
+
+def test_a_character_device_as_config_is_exit_2_at_once() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "vapipe", "/dev/zero"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr == "error: /dev/zero: not a config file: it is a device, FIFO or socket\n"

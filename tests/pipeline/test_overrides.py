@@ -129,6 +129,13 @@ def test_an_override_is_shown_on_one_line_cut_to_the_limit() -> None:
         ("hook.headers={a = 'b'}", "hook.headers=***"),
         ("det.threads=4", "det.threads=4"),  # a plain word close to a secret one
         ("cam.uri=rtsp://user:pw@cam/1", "cam.uri=rtsp://***@cam/1"),
+        # Not NODE.KEY=VALUE: where the value starts is unknown, so only the name is shown.
+        ("mqtt.password:hunter2", "mqtt.password..."),
+        ("mqtt.password hunter2", "mqtt.password..."),
+        ("mqtt={password = 'hunter2'}", "mqtt..."),
+        ("mqtt.tls={password = 'hunter2'}", "mqtt.tls=***"),  # a table may hold a secret
+        ("mqtt.x:y=hunter2", "mqtt.x..."),
+        ("=hunter2", "..."),
     ],
 )
 def test_a_secret_looking_value_is_never_shown(override: str, expected: str) -> None:
