@@ -12,7 +12,7 @@ from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.outputs import FileClaims
 from vapipe.pipeline.queues import Leaky
 from vapipe.pipeline.stage import SourceStage
-from vapipe.pipeline.validation import suggest
+from vapipe.pipeline.validation import cut, listed, suggest
 
 # Stated limits: past them a config is refused at once rather than built for minutes (a
 # thread per node: 10,000 nodes is already far past what one process runs well).
@@ -116,14 +116,15 @@ def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Gr
         names = [part.strip() for part in chain.split("!")]
         if len(names) < 2 or not all(names):
             raise spec.error(
-                f"link '{chain}' must name at least two nodes: 'a ! b'",
+                f"link '{cut(chain)}' must name at least two nodes: 'a ! b'",
                 line=spec.links_line,
                 key="links",
             )
         for name in names:
             if name not in spec.nodes:
                 raise spec.error(
-                    f"link '{chain}' names undefined node '{name}'{suggest(name, spec.nodes)}",
+                    f"link '{cut(chain)}' names undefined node '{cut(name)}'"
+                    f"{suggest(name, spec.nodes)}",
                     line=spec.links_line,
                     key="links",
                 )
@@ -302,6 +303,6 @@ def _topological_order(spec: ConfigSpec, pairs: list[tuple[str, str]]) -> list[s
         placed = set(order)
         cycle = [name for name in spec.nodes if name not in placed]
         raise spec.error(
-            f"links form a cycle through {', '.join(cycle)}", line=spec.links_line, key="links"
+            f"links form a cycle through {listed(cycle)}", line=spec.links_line, key="links"
         )
     return order

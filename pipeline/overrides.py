@@ -11,7 +11,7 @@ from typing import Any
 
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.urls import mask_credentials
-from vapipe.pipeline.validation import find_line, suggest
+from vapipe.pipeline.validation import find_line, listed, suggest
 
 SECRET_WORDS = (
     "password", "passwd", "pass", "pwd", "token", "secret", "key", "auth", "authorization",
@@ -84,7 +84,7 @@ def apply_override(raw: dict[str, Any], override: str, file: str) -> None:
         known = list(nodes)
         raise ConfigError(
             f"--set {shown(override)}: no node '{parts[0]}'{suggest(parts[0], known)}; "
-            f"nodes: {', '.join(known)}",
+            f"nodes: {listed(known)}",
             file=file,
         )
     target = nodes[parts[0]]

@@ -135,6 +135,22 @@ def _describe(value: Any) -> str:
     return f"{kind} {shown[:40]}{'...' if len(shown) > 40 else ''}"
 
 
+def listed(names: Iterable[str], limit: int = 12) -> str:
+    """``a, b, c``: at most ``limit`` names, then how many more (an error names them on one
+    line, and a config may have thousands)."""
+    names = list(names)
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f" and {more:,} more" if more > 0 else "")
+
+
+def cut(text: str, limit: int = 120) -> str:
+    """``text`` as an error quotes it: at most ``limit`` characters, its middle left out."""
+    if len(text) <= limit:
+        return text
+    keep = (limit - 5) // 2
+    return f"{text[:keep]} ... {text[-keep:]}"
+
+
 def suggest(word: str, valid: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

@@ -9,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.pipeline import stubs  # noqa: F401  (registers test-* stages)
 from vapipe.pipeline import config, graph
+from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.graph import MAX_NODES
 from vapipe.pipeline.wiring import downstream_of_each
 
@@ -67,3 +70,44 @@ def test_a_config_past_the_node_limit_is_refused_at_once_naming_it(tmp_path: Pat
         f"error: {path}: 10,002 nodes: a pipeline has at most 10,000 "
         "(split the sources over several configs or shards)\n"
     )
+
+
+def test_a_cycle_through_thousands_of_nodes_names_twelve_and_counts_the_rest() -> None:
+    names = [f"n{i}" for i in range(5000)]
+    ring = " ! ".join([*names, names[0]])
+    tables = "\n".join(f'[nodes.{name}]\ntype = "track"' for name in names)
+    text = f'links = ["cam ! n0", "{ring}"]\n[nodes.cam]\ntype = "test-count"\n{tables}'
+    with pytest.raises(ConfigError) as caught:
+        graph.build(config.parse(text, "ring.toml"))
+    assert str(caught.value) == (
+        "ring.toml:1: key 'links': links form a cycle through "
+        f"{', '.join(names[:12])} and 4,988 more"
+    )
+
+
+def test_an_error_quoting_a_huge_link_is_one_short_line(tmp_path: Path) -> None:
+    chain = " ! ".join(f"stage_{i}" for i in range(10_000))  # ~120 kB, none of them defined
+    path = tmp_path / "long.toml"
+    path.write_text(f'links = ["cam ! {chain}"]\n[nodes.cam]\ntype = "source"\nuri = "x.mp4"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "vapipe", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {path}:1: key 'links': link 'cam ! stage_0 ! ")
+    assert result.stderr.endswith(" ! stage_9999' names undefined node 'stage_0'\n")
+    assert len(result.stderr) < 400, result.stderr
+
+
+def test_the_last_guard_cuts_any_error_to_about_2000_characters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from vapipe.cli.common import fail
+
+    assert fail("a" * 1000 + "b" * 9000 + "z" * 500, 2) == 2
+    printed = capsys.readouterr().err
+    assert printed.startswith(
+        "error: " + "a" * 1000 + "b" * 500 + " ... (8,700 characters left out)"
+    )
+    assert printed.endswith(" ... " + "z" * 300 + "\n") and len(printed) < 2100
+    assert fail("short " * 10, 1) == 1
+    assert capsys.readouterr().err == "error: " + "short " * 10 + "\n"

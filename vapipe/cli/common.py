@@ -99,8 +99,16 @@ def _write_stats(path: Path, stats: dict[str, Any]) -> None:
         log.error("cannot write stats to %s: %s", path, exc)
 
 
+# An error is one line a person reads: what it quotes is cut where it is made; this is the
+# last guard (a 100 kB line buries the terminal and fills a journal).
+MAX_ERROR_CHARS = 2000
+
+
 def fail(error: BaseException | str, code: int, style: str = "text") -> int:
     message = mask_credentials(str(error))
+    if len(message) > MAX_ERROR_CHARS:
+        left_out = len(message) - MAX_ERROR_CHARS + 200
+        message = f"{message[:1500]} ... ({left_out:,} characters left out) ... {message[-300:]}"
     if style == "json":
         json_line("error", message, exit_code=code)
     else:
