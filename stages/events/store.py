@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -143,9 +144,14 @@ class EventStore:
         if query.cursor is not None:
             try:
                 time_s, rowid = query.cursor.split("_")
-                args += [float(time_s), float(time_s), int(rowid)]
+                at, row = float(time_s), int(rowid)
+                # Only what this store could have given: SQLite's rows are 64-bit.
+                if not math.isfinite(at) or not 0 <= row < 2**63:
+                    raise ValueError(query.cursor)
+                args += [at, at, row]
             except ValueError:
-                raise BadCursor(f"cursor '{query.cursor}' is not one this service gave") from None
+                shown = query.cursor if len(query.cursor) <= 60 else query.cursor[:57] + "..."
+                raise BadCursor(f"cursor '{shown}' is not one this service gave") from None
             where.append("(time < ? OR (time = ? AND rowid < ?))")
         sql = "SELECT rowid, time, record FROM events"
         if where:

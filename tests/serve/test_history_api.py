@@ -77,6 +77,14 @@ def test_history_pages_and_event_by_id(served: TestClient) -> None:
         ("limit=abc", "limit: expected 1 to 1000"),
         ("since=yesterday", "since: expected an ISO-8601 time"),
         ("cursor=x", "cursor 'x' is not one this service gave"),
+        ("limit=%C2%B2", "limit: expected 1 to 1000, got '\u00b2'"),  # '²' is a digit to str
+        ("limit=" + "9" * 80, "limit: expected 1 to 1000, got '99999"),
+        ("cursor=1_99999999999999999999999", "cursor '1_999999999999999999999"),  # > 64 bits
+        ("cursor=1_-1", "cursor '1_-1' is not one this service gave"),
+        ("cursor=nan_1", "cursor 'nan_1' is not one this service gave"),
+        ("cursor=inf_1", "cursor 'inf_1' is not one this service gave"),
+        ("since=1e999", "since: expected a finite time, got '1e999'"),
+        ("until=nan", "until: expected a finite time, got 'nan'"),
     ],
 )
 def test_bad_history_queries_are_400_in_one_line(served: TestClient, query: str, said: str) -> None:
@@ -107,6 +115,10 @@ def test_media_answers_ranges_and_nothing_outside_its_folders(served: TestClient
     assert served.get("/media/../secret.jpg").status_code == 404
     assert served.get("/media/snaps/%2e%2e/%2e%2e/secret.jpg").status_code == 404
     assert served.get("/media/snaps/missing.jpg").status_code == 404
+    for odd in ("%00.jpg", "snaps/a%00.jpg", "snaps/" + "x" * 5000 + ".jpg"):
+        answer = served.get(f"/media/{odd}")
+        assert answer.status_code == 404, odd  # not a 500 from the file system's refusal
+        assert answer.json()["error"].startswith("no media file '"), answer.text
 
 
 def test_without_a_history_node_the_routes_say_what_to_add() -> None:

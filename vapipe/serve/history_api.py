@@ -4,6 +4,7 @@ counts per line over time, and the snapshots and clips of the graph's media node
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sqlite3
@@ -17,6 +18,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from vapipe.pipeline.graph import Graph
+from vapipe.pipeline.validation import cut
 from vapipe.serve.streams import StreamError
 from vapipe.stages.events.records import Record
 from vapipe.stages.events.store import BadCursor, EventStore, Query, epoch_of
@@ -64,9 +66,13 @@ def instant(text: str | None, key: str) -> float | None:
     if text is None or text == "":
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(value):
+            raise StreamError(400, f"{key}: expected a finite time, got '{cut(text, 40)}'")
+        return value
     try:
         return epoch_of(text)
     except ValueError:
@@ -105,8 +111,9 @@ def history_routes(graph: Graph) -> list[Route]:
     async def history(request: Request) -> Response:
         params = request.query_params
         limit = params.get("limit", "100")
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
-            raise StreamError(400, f"limit: expected 1 to {MAX_LIMIT}, got '{limit}'")
+        # ASCII digits only: str.isdigit() takes '²', which int() refuses.
+        if not re.fullmatch(r"[0-9]{1,9}", limit) or not 1 <= int(limit) <= MAX_LIMIT:
+            raise StreamError(400, f"limit: expected 1 to {MAX_LIMIT}, got '{cut(limit, 40)}'")
         query = Query(
             source=params.get("source") or None,
             type=params.get("type") or None,
@@ -156,10 +163,14 @@ def history_routes(graph: Graph) -> list[Route]:
     async def media(request: Request) -> Response:
         wanted = request.path_params["path"]
         for folder in folders:
-            path = Path(os.path.realpath(folder / wanted))
-            if folder in path.parents and path.is_file() and path.suffix in MEDIA_TYPES:
+            try:
+                path = Path(os.path.realpath(folder / wanted))
+                found = folder in path.parents and path.is_file() and path.suffix in MEDIA_TYPES
+            except (ValueError, OSError):  # a NUL byte, a name too long: no such file
+                break
+            if found:
                 return FileResponse(path, media_type=MEDIA_TYPES[path.suffix])
-        raise StreamError(404, f"no media file '{wanted}'")
+        raise StreamError(404, f"no media file '{cut(wanted.replace(chr(0), '%00'), 120)}'")
 
     return [
         Route("/api/events/history", history, methods=["GET"]),
