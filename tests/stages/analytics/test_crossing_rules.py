@@ -81,3 +81,14 @@ def test_a_zone_s_jitter_band_scales_with_the_box_height() -> None:
     assert zone_events(run(band, {1: path}, height=80)[0]) == []
     wide = run(band, {1: path}, width=80, height=20)[0]  # the height, not the width, counts
     assert [e[:3] for e in zone_events(wide)] == [(1, "zone_enter", 1)]
+
+
+def test_the_depth_that_counts_is_the_deepest_reached_not_the_last() -> None:
+    # Over the line (x = 100) 20 px deep, then back to 8 px past it while the frames needed
+    # come in: it did go deep enough (12 px), so it counts on the third frame past the line.
+    rule = {"lines": [LINE], "min_crossing_frames": 3, "min_crossing_px": 12,
+            "min_crossing_depth": 0, "hysteresis_px": 4}  # fmt: skip
+    deep_then_back: Path = [(90, 100), (120, 100), (108, 100), (108, 100)]
+    assert crossings(run(rule, {1: deep_then_back})[0]) == [(1, "out")]
+    never_deep: Path = [(90, 100), (108, 100), (110, 100), (108, 100)]
+    assert crossings(run(rule, {1: never_deep})[0]) == []
