@@ -83,7 +83,23 @@ def slug(text: str) -> str:
     clean = SLUG.sub("_", text).strip("_") or "x"
     if clean == text:
         return clean
-    return f"{clean}_{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+    return f"{clean}_{_hash(text)}"
+
+
+def part(text: str) -> str:
+    """``text`` as one of the parts an entity's key and unique id join with '_'. A part with
+    a '_' of its own gets a short hash of it, so that line ``road`` direction ``west_in`` and
+    line ``road_west`` direction ``in`` never make one key."""
+    clean = slug(text)
+    return f"{clean}_{_hash(text)}" if clean == text and "_" in clean else clean
+
+
+def key(*parts: str) -> str:
+    return "_".join(part(text) for text in parts)
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:6]
 
 
 class Discovery:
@@ -94,6 +110,9 @@ class Discovery:
         self.sources: dict[str, Source] = {}
         self.status_topic = f"{config.id}/status"
         """The run's availability (the sink's last will: ``offline`` if it dies)."""
+        self.manifest_topic = f"{config.id}/announced"
+        """Every topic announced, by source (retained): what the next run removes for the
+        sources it no longer has."""
 
     def birth(self) -> Outgoing:
         return Outgoing(self.status_topic, ONLINE)
@@ -121,15 +140,17 @@ class Discovery:
             out.extend(self._new(source_id, [Entity("image", "snapshot", "latest event")]))
             path = Path(self.config.snapshot_dir) / picture
             out.append(Outgoing(self.topic(source_id, "snapshot"), "", True, path))
+        if any(message.topic.endswith("/config") for message in out):
+            out.append(self.manifest())
         return out
 
     def remove(self, source_id: str) -> list[Outgoing]:
         """Empty retained payloads: Home Assistant deletes the entities, the broker the states."""
         if source_id not in self.sources:
             return []
-        kept = [self.topic(source_id, what) for what in ("state", "available", "snapshot")]
-        configs = list(self.sources.pop(source_id).configs)
-        return [Outgoing(topic, "") for topic in (*configs, *kept)]
+        topics = self._topics(source_id)
+        del self.sources[source_id]
+        return [*(Outgoing(topic, "") for topic in topics), self.manifest()]
 
     def everything(self) -> list[Outgoing]:
         """All that is announced now, to publish again after a (re)connection."""
@@ -139,7 +160,33 @@ class Discovery:
             out.append(self._available(source_id))
             if source.state:
                 out.append(self._state(source_id))
-        return out
+        return [*out, self.manifest()]
+
+    def manifest(self) -> Outgoing:
+        """The retained list of every topic announced, by source."""
+        announced = {source_id: self._topics(source_id) for source_id in self.sources}
+        return Outgoing(self.manifest_topic, json.dumps({"sources": announced}))
+
+    def stale(self, manifest: bytes, configured: set[str]) -> list[Outgoing]:
+        """What an earlier run announced (its ``manifest``) for sources this run neither has
+        in its config nor has seen: empty retained payloads for each of their topics, so that
+        Home Assistant deletes a camera taken out of the config. Nothing for a manifest that
+        cannot be read (another program's, or none)."""
+        try:
+            earlier = json.loads(manifest)["sources"]
+            gone = {
+                source_id: [topic for topic in topics if isinstance(topic, str)]
+                for source_id, topics in earlier.items()
+                if source_id not in configured and source_id not in self.sources
+            }
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return []
+        out = [Outgoing(topic, "") for topics in gone.values() for topic in topics]
+        return [*out, self.manifest()] if out else []
+
+    def _topics(self, source_id: str) -> list[str]:
+        kept = [self.topic(source_id, what) for what in ("state", "available", "snapshot")]
+        return [*self.sources[source_id].configs, *kept]
 
     def _availability(self, source_id: str, up: bool) -> list[Outgoing]:
         self.sources[source_id].available = up
@@ -164,34 +211,34 @@ class Discovery:
         for line, counts in analytics.get("lines", {}).items():
             for direction, total in counts.items():
                 if isinstance(total, int):
-                    key = f"line_{slug(line)}_{slug(direction)}"
-                    out.append(count(key, f"{line} {direction}"))
-                    state[key] = total
+                    name = key("line", line, direction)
+                    out.append(count(name, f"{line} {direction}"))
+                    state[name] = total
             for direction, classes in counts.get("by_class", {}).items():
-                for name, total in classes.items():
-                    key = f"line_{slug(line)}_{slug(direction)}_{slug(name)}"
-                    out.append(count(key, f"{line} {direction} {name}"))
-                    state[key] = total
+                for class_name, total in classes.items():
+                    name = key("line", line, direction, class_name)
+                    out.append(count(name, f"{line} {direction} {class_name}"))
+                    state[name] = total
             for node, labels in counts.get("by_attribute", {}).items():  # a model's labels
                 for label, directions in labels.items():
                     for direction, total in directions.items():
-                        key = f"line_{slug(line)}_{slug(direction)}_{slug(node)}_{slug(label)}"
-                        out.append(count(key, f"{line} {direction} {label}"))
-                        state[key] = total
+                        name = key("line", line, direction, node, label)
+                        out.append(count(name, f"{line} {direction} {label}"))
+                        state[name] = total
         for zone, facts in analytics.get("zones", {}).items():
-            key = f"zone_{slug(zone)}"
+            zone_key = key("zone", zone)
             out.append(
                 Entity(
                     "sensor",
-                    f"{key}_occupancy",
+                    f"{zone_key}_occupancy",
                     f"{zone} occupancy",
                     {"state_class": "measurement", "unit_of_measurement": "objects"},
                 )
             )
-            out.append(Entity("binary_sensor", f"{key}_occupied", f"{zone} occupied",
+            out.append(Entity("binary_sensor", f"{zone_key}_occupied", f"{zone} occupied",
                               {"device_class": "occupancy"}))  # fmt: skip
-            state[f"{key}_occupancy"] = facts["occupancy"]
-            state[f"{key}_occupied"] = "ON" if facts["occupancy"] else "OFF"
+            state[f"{zone_key}_occupancy"] = facts["occupancy"]
+            state[f"{zone_key}_occupied"] = "ON" if facts["occupancy"] else "OFF"
         source = self.sources[source_id]
         announced = self._new(source_id, out)
         if state != source.state:
@@ -212,7 +259,7 @@ class Discovery:
         return fresh
 
     def _node(self, source_id: str) -> str:
-        return f"{slug(self.config.id)}_{self.sources[source_id].slug}"
+        return key(self.config.id, source_id)
 
     def _config_topic(self, source_id: str, entity: Entity) -> str:
         """``{prefix}/{component}/{node}/{key}/config``."""
@@ -221,11 +268,11 @@ class Discovery:
 
     def _config(self, source_id: str, entity: Entity, topic: str) -> Outgoing:
         """One entity's discovery config, published on ``topic``."""
-        component, key, name, extra = entity
+        component, entity_key, name, extra = entity
         node = self._node(source_id)
         payload: dict[str, Any] = {
             "name": name,
-            "unique_id": f"{node}_{key}",
+            "unique_id": f"{node}_{entity_key}",
             "availability": [
                 {"topic": self.status_topic},
                 {"topic": self.topic(source_id, "available")},
@@ -246,13 +293,13 @@ class Discovery:
             payload["content_type"] = "image/jpeg"
         else:
             payload["state_topic"] = self.topic(source_id, "state")
-            payload["value_template"] = f"{{{{ value_json['{key}'] }}}}"
+            payload["value_template"] = f"{{{{ value_json['{entity_key}'] }}}}"
         if component == "binary_sensor":
             payload["payload_on"], payload["payload_off"] = "ON", "OFF"
         return Outgoing(topic, json.dumps(payload))
 
 
-def count(key: str, name: str) -> Entity:
+def count(entity_key: str, name: str) -> Entity:
     """A line's running count (in one direction, of one class or label)."""
-    return Entity("sensor", key, name, {"state_class": "total_increasing",
+    return Entity("sensor", entity_key, name, {"state_class": "total_increasing",
                                          "unit_of_measurement": "objects"})  # fmt: skip

@@ -26,6 +26,7 @@ from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.stages.events.outbox import Reachability
 from vapipe.stages.events.records import NonFinite, Record, to_json
+from vapipe.stages.sinks.announcer import Announcer
 from vapipe.stages.sinks.home_assistant import Discovery, HomeAssistantConfig, Outgoing
 from vapipe.stages.sinks.outbox_sink import OutboxConfig, OutboxSink
 
@@ -84,8 +85,9 @@ class MqttSink(OutboxSink):
 
     Config = MqttConfig
     config: MqttConfig
-    published = acked = reconnects = connects = invalid = announced = pictures_missing = 0
+    published = acked = reconnects = connects = invalid = pictures_missing = 0
     discovery: Discovery | None = None
+    announcer: Announcer | None = None
     non_finite: NonFinite | None = None
     unacknowledged: int | None = None
     """Set when it closes: what the broker never acknowledged."""
@@ -110,10 +112,15 @@ class MqttSink(OutboxSink):
         self.reach = Reachability(self.name, f"mqtt://{cfg.host}:{cfg.port}")
         self._connected = threading.Event()
         self._closing = threading.Event()
-        self._announce = threading.Event()  # publish all of Home Assistant's configs again
-        self._discovery_lock = threading.Lock()
+        # Whose each message id is (True: Home Assistant's), to count acknowledgements apart.
+        # Never held while calling paho: its thread holds its own lock calling on_publish.
+        self._mid_lock = threading.Lock()
+        self._whose: dict[int, bool] = {}
+        self._early: set[int] = set()  # acknowledged before publish() returned its id
         if cfg.home_assistant is not None:
             self.discovery = Discovery(cfg.home_assistant, installed_version())
+            configured = context.source_ids if context is not None else ()
+            self.announcer = Announcer(self.name, self.discovery, configured)
         self.client = self._client()
         self.client.connect_async(cfg.host, cfg.port, cfg.keepalive_s)
         self.client.loop_start()
@@ -142,12 +149,9 @@ class MqttSink(OutboxSink):
         if self.discovery is not None:  # the broker says "offline" for us if we die
             death = self.discovery.death()
             client.will_set(death.topic, death.payload, qos=1, retain=True)
-            client.on_message = self._on_home_assistant_status
+            assert self.announcer is not None
+            client.on_message = self.announcer.on_message
         return client
-
-    def _on_home_assistant_status(self, client: Any, userdata: Any, message: Any) -> None:
-        if message.payload == b"online":  # Home Assistant (re)started: announce again
-            self._announce.set()
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -155,9 +159,8 @@ class MqttSink(OutboxSink):
             return
         self.connects += 1
         self.reconnects = self.connects - 1
-        if self.discovery is not None:
-            client.subscribe(f"{self.discovery.config.prefix}/status", qos=1)
-            self._announce.set()
+        if self.announcer is not None:
+            self.announcer.subscribe(client)
         self._connected.set()
         log.info("%s: connected to %s:%d", self.name, self.config.host, self.config.port)
 
@@ -169,11 +172,35 @@ class MqttSink(OutboxSink):
         self._connected.clear()
 
     def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
-        self.acked += 1
+        with self._mid_lock:
+            whose = self._whose.pop(mid, None)
+            if whose is None:
+                self._early.add(mid)
+        if whose is not None:
+            self._count_ack(whose)
         self._unacked_since = time.monotonic() if self.in_flight() else None
 
+    def _sent(self, mid: int, home_assistant: bool) -> None:
+        """A message paho took (or keeps for after reconnecting) as ``mid``."""
+        if home_assistant and self.announcer is not None:
+            self.announcer.sent()
+        with self._mid_lock:
+            early = mid in self._early
+            if early:
+                self._early.discard(mid)
+            else:
+                self._whose[mid] = home_assistant
+        if early:
+            self._count_ack(home_assistant)
+
+    def _count_ack(self, home_assistant: bool) -> None:
+        if home_assistant and self.announcer is not None:
+            self.announcer.acknowledged += 1
+        else:
+            self.acked += 1
+
     def in_flight(self) -> int:
-        """Published and not yet acknowledged by the broker (QoS 1 and 2)."""
+        """Events published and not yet acknowledged by the broker (QoS 1 and 2)."""
         return max(0, self.published - self.acked) if self.config.qos else 0
 
     def _send(self) -> None:
@@ -181,12 +208,8 @@ class MqttSink(OutboxSink):
             self._watch_broker()
             if not self._connected.wait(0.2):
                 continue
-            if self._announce.is_set() and self.discovery is not None:
-                self._announce.clear()
-                with self._discovery_lock:
-                    everything = self.discovery.everything()
-                for message in everything:
-                    self._publish(message)
+            if self.announcer is not None:
+                self.announcer.send(lambda message: self._publish(message, home_assistant=True))
             batch = self.outbox.take(100, wait_s=0.2)
             for index, message in enumerate(batch):
                 if not self._publish(message):
@@ -194,7 +217,7 @@ class MqttSink(OutboxSink):
                     self._closing.wait(0.05)
                     break
 
-    def _publish(self, message: Outgoing) -> bool:
+    def _publish(self, message: Outgoing, home_assistant: bool = False) -> bool:
         """Handed to paho (or dropped as unpublishable); False: give it back, try later."""
         paho = self._paho
         payload: str | bytes = message.payload
@@ -217,6 +240,9 @@ class MqttSink(OutboxSink):
         kept = info.rc == paho.MQTT_ERR_NO_CONN and self.config.qos > 0
         if info.rc != paho.MQTT_ERR_SUCCESS and not kept:
             return False
+        self._sent(info.mid, home_assistant)
+        if home_assistant:
+            return True
         if not self.in_flight():
             self._unacked_since = time.monotonic()
         self.published += 1
@@ -249,12 +275,8 @@ class MqttSink(OutboxSink):
             return None
 
     def _offer(self, record: Record) -> None:
-        if self.discovery is not None:
-            with self._discovery_lock:
-                messages = self.discovery.update(record)
-            self.announced += len(messages)
-            for message in messages:
-                self.outbox.put(message)
+        if self.announcer is not None:
+            self.announcer.offer(record)
         super()._offer(record)
 
     def prepare(self, record: Record) -> Outgoing:
@@ -273,6 +295,7 @@ class MqttSink(OutboxSink):
         if self.discovery is not None and self._connected.is_set():  # a clean end: say so
             death = self.discovery.death()
             sent = self.client.publish(death.topic, death.payload, 1, death.retain)
+            self._sent(sent.mid, home_assistant=True)  # Home Assistant's, not an event
             with contextlib.suppress(RuntimeError, ValueError):  # the connection went just now
                 sent.wait_for_publish(max(0.5, min(self.config.drain_s, 5.0)))
         self.client.disconnect()
@@ -307,7 +330,7 @@ class MqttSink(OutboxSink):
             "outbox_high_water": outbox.high_water,
             "reconnects": self.reconnects,
             "non_finite": self.non_finite.count if self.non_finite else 0,
-            **({"home_assistant": self.announced} if self.discovery is not None else {}),
+            **({"home_assistant": self.announcer.stats()} if self.announcer else {}),
         }
 
 

@@ -61,7 +61,8 @@ def test_a_run_announces_its_camera_and_keeps_its_counts(tmp_path: Path) -> None
     picture = (tmp_path / "out" / "media" / pictured[-1]["snapshot"]).read_bytes()
     assert kept["vapipe/cam/snapshot"] == picture and picture[:2] == b"\xff\xd8"
     stats = json.loads((tmp_path / "stats.json").read_text())["stages"]["mqtt"]
-    assert stats["home_assistant"] >= len(announced) and stats["undelivered"] == 0
+    assert stats["home_assistant"]["acknowledged"] >= len(announced)
+    assert stats["undelivered"] == 0
 
 
 def test_a_killed_run_shows_offline_by_its_last_will(tmp_path: Path) -> None:
@@ -104,3 +105,23 @@ def test_a_stream_removed_from_the_service_takes_its_entities(tmp_path: Path) ->
             assert not [t for t in kept if "/vapipe_b/" in t or t.startswith("vapipe/b/")]
             assert served.stop() == 130
         live.close()
+
+
+def test_a_camera_taken_out_of_the_config_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    config = tmp_path / "ha.toml"
+    objects = "homeassistant/binary_sensor/vapipe_{}/objects/config"
+    with broker(tmp_path / "broker") as server:
+        config.write_text(with_home_assistant(FILE_CONFIG.read_text(), server.port, "nms"))
+        for source_id in ("yard", "road"):  # the second run no longer has the yard camera
+            ran = cli(str(config), "--set", f"cam.source_id={source_id}", "--max-frames", "20",
+                      "--stats", f"{source_id}.json", cwd=tmp_path)  # fmt: skip
+            assert ran.returncode == 0, ran.stderr[-3000:]
+            if source_id == "yard":
+                assert objects.format("yard") in Topics.retained_now(server.port)
+        kept = Topics.retained_now(server.port)
+    assert objects.format("road") in kept
+    assert not [t for t in kept if "vapipe_yard" in t or t.startswith("vapipe/yard/")], kept
+    assert set(json.loads(kept["vapipe/announced"])["sources"]) == {"road"}
+    stats = json.loads((tmp_path / "road.json").read_text())["stages"]["mqtt"]
+    assert stats["home_assistant"]["removed"] >= 3, stats  # the yard's config, state, ...
+    assert stats["home_assistant"]["acknowledged"] == stats["home_assistant"]["published"]

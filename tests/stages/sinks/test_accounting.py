@@ -152,3 +152,30 @@ def test_mqtt_to_a_frozen_broker_accounts_for_every_event(tmp_path: Path, size: 
     assert stats["acknowledged"] == 0, stats
     assert stats["dropped"] + stats["undelivered"] == OFFERED, stats
     assert_drops_follow_the_size(stats, size, kept=100)
+
+
+@pytest.mark.parametrize("size", [5, None])
+def test_home_assistant_s_messages_are_counted_apart_from_the_events(
+    tmp_path: Path, size: int | None
+) -> None:
+    server = Broker(tmp_path / "broker").start()
+    sink = mqtt_sink(server.port, size, drain_s=20, home_assistant=True)
+    try:
+        wait_until(sink._connected.is_set, 20, "the first connection")
+        for seq, record in enumerate(records(OFFERED)):
+            # each frame's counts change: a new state for Home Assistant every time
+            record.update(event="frame", analytics={"lines": {"road": {"in": seq, "out": 0}}})
+            sink.accept(record)
+        sink.close()
+    finally:
+        server.stop()
+    stats = sink.stats()
+    # The events' own accounting holds as without Home Assistant (its messages wait apart,
+    # the newest per topic, and are never dropped from the events' outbox).
+    assert stats["acknowledged"] + stats["dropped"] + stats["undelivered"] == OFFERED, stats
+    assert stats["published"] == stats["acknowledged"] == OFFERED - stats["dropped"], stats
+    assert_drops_follow_the_size(stats, size, kept=1)
+    ha = stats["home_assistant"]
+    assert ha["acknowledged"] == ha["published"] > 0, ha
+    # the newest state of each topic: fewer than one a frame when they came faster than sent
+    assert ha["published"] <= ha["announced"] + 3, ha  # + status, manifest and the last word

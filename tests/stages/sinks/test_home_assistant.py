@@ -132,7 +132,9 @@ def test_a_removed_source_empties_every_retained_topic_it_had() -> None:
     ha = discovery()
     announced = [m.topic for m in ha.update(frame()) if m.topic.endswith("/config")]
     ha.update(frame(source="door"))
-    gone = ha.update({"event": "source_removed", "source_id": "cam", "seq": 9})
+    *gone, manifest = ha.update({"event": "source_removed", "source_id": "cam", "seq": 9})
+    assert manifest.topic == "vapipe/announced" and manifest.retain
+    assert set(json.loads(manifest.payload)["sources"]) == {"door"}
     assert all(m.payload == "" and m.retain for m in gone)
     assert {m.topic for m in gone} == {
         *announced, "vapipe/cam/state", "vapipe/cam/available", "vapipe/cam/snapshot"
@@ -151,7 +153,7 @@ def test_an_event_picture_gets_an_image_entity_and_its_file(tmp_path: Path) -> N
     messages = ha.update(event)
     image = configs(messages)["snapshot"]
     assert image["image_topic"] == "vapipe/cam/snapshot" and image["content_type"] == "image/jpeg"
-    assert messages[-1] == Outgoing("vapipe/cam/snapshot", "", True, tmp_path / "a/b.jpg")
+    assert Outgoing("vapipe/cam/snapshot", "", True, tmp_path / "a/b.jpg") in messages
     assert configs(ha.update(event)) == {}, "announced once"
     assert all(m.file is None for m in discovery(snapshot_dir="").update(event))
 
@@ -167,7 +169,8 @@ def test_everything_announced_is_published_again_after_a_reconnection() -> None:
     }  # fmt: skip
     assert all(m.topic.startswith("ha/") for m in again if m.topic.endswith("/config"))
     assert Outgoing("site-2/cam/available", "offline") in again
-    assert Outgoing("site-2/cam/state", first[-1].payload) in again
+    (state,) = [m for m in first if m.topic == "site-2/cam/state"]
+    assert state in again and again[-1] == ha.manifest()
     assert ha.death() == Outgoing("site-2/status", "offline")
 
 
@@ -195,3 +198,44 @@ def test_the_switch_and_its_table_in_the_mqtt_config() -> None:
 
 def test_the_picture_wait_is_bounded() -> None:
     assert_bounds(HomeAssistantConfig, "snapshot_wait_s", [0.0, 60.0], [-0.5, 60.5])
+
+
+def test_keys_and_unique_ids_of_different_names_never_meet() -> None:
+    # line "road" direction "west_in" and line "road_west" direction "in" joined by '_'
+    # were one entity (8 shown for 9 counts); a part with a '_' of its own now gets a hash.
+    ha = discovery()
+    record = frame()
+    record["analytics"]["lines"] = {"road": {"west_in": 1, "in": 4}, "road_west": {"in": 2}}
+    messages = ha.update(record)
+    found = configs(messages)
+    keys = [k for k in found if k.startswith("line_")]
+    assert len(keys) == 3 and "line_road_in" in keys, keys
+    (state,) = states(messages)
+    assert sorted(state[k] for k in keys) == [1, 2, 4]
+    ids = {config["unique_id"] for config in found.values()}
+    assert len(ids) == len(found)
+    # the device: installation "a_b" with camera "c" is not installation "a" with "b_c"
+    one = configs(discovery(id="a_b").update(frame(source="c")))
+    other = configs(discovery(id="a").update(frame(source="b_c")))
+    assert one["objects"]["unique_id"] != other["objects"]["unique_id"]
+    assert one["objects"]["device"]["identifiers"] != other["objects"]["device"]["identifiers"]
+
+
+def test_a_stream_the_last_run_announced_and_this_one_has_not_is_removed() -> None:
+    before = discovery()
+    before.update(frame(source="road"))
+    before.update(frame(source="yard"))
+    manifest = before.manifest().payload.encode()
+    yard = [t for t in json.loads(manifest)["sources"]["yard"]]
+    assert "homeassistant/binary_sensor/vapipe_yard/objects/config" in yard
+    assert "vapipe/yard/state" in yard
+    now = discovery()
+    *removed, renewed = now.stale(manifest, configured={"road"})
+    assert {m.topic for m in removed} == set(yard)
+    assert all(m.payload == "" and m.retain for m in removed)
+    assert renewed == now.manifest()
+    assert now.stale(manifest, configured={"road", "yard"}) == []
+    now.update(frame(source="yard"))  # an added stream this run has already seen: kept
+    assert now.stale(manifest, configured={"road"}) == []
+    for unreadable in (b"", b"not json", b"[]", b'{"sources": 3}', b'{"other": {}}'):
+        assert now.stale(unreadable, configured=set()) == []
