@@ -11,6 +11,7 @@ import numpy as np
 
 from vapipe.pipeline.detections import Detections
 from vapipe.pipeline.object_results import BoxesInside, ObjectResult
+from vapipe.stages.media.text import put_text, text_size
 
 if TYPE_CHECKING:
     from vapipe.pipeline.frame import Frame, FrameAnalytics
@@ -54,21 +55,12 @@ def draw_detections(
         tags = attribute_tags(held)
         if tags:
             text = f"{text} {tags}"
-        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
+        (tw, th), base = text_size(text, font_scale)
         height = th + base + 2
         top = label_top(x1, tw + 4, height, (y1, y2), canvas.shape[0], placed)
         placed.append((x1, top, x1 + tw + 4, top + height))
         cv2.rectangle(canvas, (x1, top), (x1 + tw + 4, top + height), color, cv2.FILLED)
-        cv2.putText(
-            canvas,
-            text,
-            (x1 + 2, top + th + 1),
-            cv2.FONT_HERSHEY_SIMPLEX,
-            font_scale,
-            (0, 0, 0),
-            1,
-            cv2.LINE_AA,
-        )
+        put_text(canvas, text, (x1 + 2, top + th + 1), font_scale, (0, 0, 0))
     return canvas
 
 
@@ -135,12 +127,10 @@ def draw_analytics(canvas: np.ndarray, analytics: FrameAnalytics) -> None:
 
 def _label(canvas: np.ndarray, text: str, origin: tuple[int, int]) -> None:
     """White text on a dark box, readable on any background."""
-    (width, height), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
+    (width, height), base = text_size(text, 0.5)
     x, y = max(origin[0], 0), max(origin[1], height + 2)
     cv2.rectangle(canvas, (x - 2, y - height - 2), (x + width + 2, y + base), (0, 0, 0), -1)
-    cv2.putText(
-        canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA
-    )
+    put_text(canvas, text, (x, y), 0.5, (255, 255, 255))
 
 
 class Trails:
