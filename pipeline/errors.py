@@ -66,7 +66,11 @@ def install_hint(extra: str, here: Path | None = None) -> str:
     from (an editable install), else from the package index."""
     checkout = (here or Path(__file__)).resolve().parents[1]
     if (checkout / "pyproject.toml").is_file() and (checkout / "pipeline").is_dir():
-        return f"pip install -e '.[{extra}]' in {checkout}"
+        # As the README installs it: strict editable mode keeps "go to definition" in the
+        # checkout, and a plain -e would replace that install with another kind.
+        return (
+            f"pip install --config-settings editable_mode=strict -e '.[{extra}]' in {checkout}"
+        )
     return f"pip install 'vapipe[{extra}]'"
 
 

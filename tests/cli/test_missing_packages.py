@@ -1,5 +1,6 @@
 """A missing optional package is exit 2 and one line saying what to install, the way this
-vapipe was installed (an editable checkout here: ``pip install -e '.[EXTRA]'``)."""
+vapipe was installed (an editable checkout here: ``pip install --config-settings
+editable_mode=strict -e '.[EXTRA]'``)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def test_a_missing_extra_is_exit_2_with_the_checkout_s_install_command(
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.stderr[-2000:]
     assert says in errors[0]
-    assert errors[0].endswith(f"pip install -e '.[{extra}]' in {REPO}")
+    assert errors[0].endswith(
+        f"pip install --config-settings editable_mode=strict -e '.[{extra}]' in {REPO}"
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -57,7 +60,9 @@ def test_outside_a_checkout_the_hint_is_the_package_index_s(tmp_path: Path) -> N
     module.parent.mkdir(parents=True)
     module.write_text("")
     assert install_hint("torch", module) == "pip install 'vapipe[torch]'"
-    assert install_hint("torch") == f"pip install -e '.[torch]' in {REPO}"
+    assert install_hint("torch") == (
+        f"pip install --config-settings editable_mode=strict -e '.[torch]' in {REPO}"
+    )
 
 
 def test_a_missing_package_is_a_config_error_naming_what_needs_it() -> None:

@@ -24,10 +24,20 @@ def test_list_names_every_model_with_its_licence_and_place(
     # Some models are not in the shared assets: one closing hint says how to get them.
     assert hint.startswith("Looked in ") and "run-pipeline models fetch NAME" in hint
 
+    header, *rows = rows
+    assert header.split() == ["name", "kind", "licence", "file"]
     assert [row.split()[0] for row in rows] == list(manifest_entries("models"))
     assert rows[3].split()[0] == "yunet" and "MIT" in rows[4]
     assert "Apache-2.0" in rows[0] and "AGPL-3.0" in rows[1]
     assert rows[0].endswith(str(ASSETS / "models" / "yolox_nano.onnx"))
+    # every column starts where the header's does, whatever the lengths before it
+    for title in ("kind", "licence", "file"):
+        start = header.index(title)
+        assert all(row[start - 2 : start] == "  " and row[start] != " " for row in rows), title
+    kinds = {row.split()[0]: row[header.index("kind") :].split("  ")[0] for row in rows}
+    assert kinds["yolox-nano"] == "yolox" and kinds["yunet"] == "face detector"
+    assert kinds["mobilefacenet"] == "face embedding" and kinds["resnet18"] == "classifier"
+    assert "?" not in kinds.values()
 
 
 @pytest.mark.parametrize(

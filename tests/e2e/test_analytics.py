@@ -65,7 +65,7 @@ def test_people_on_known_paths_cross_the_line_and_dwell_in_the_zone(tmp_path: Pa
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
-    events = read_events(tmp_path / "out/events.jsonl")
+    events = read_events(tmp_path / "out/analytics.jsonl")
     frames = [e for e in events if e["event"] == "frame"]
     assert len(frames) == FRAMES
     ids = {d["track_id"] for e in frames for d in e["detections"]}
@@ -114,7 +114,7 @@ def test_traffic_counts_are_plausible_and_identical_across_runs(tmp_path: Path) 
         result = cli(str(ANALYTICS), cwd=folder)
         assert result.returncode == 0, result.stderr[-2000:]
         assert "kept nothing" not in result.stderr  # its vehicle ids fit its footage
-        outputs.append(read_events(folder / "out/events.jsonl"))
+        outputs.append(read_events(folder / "out/analytics.jsonl"))
     assert strip_times(outputs[0]) == strip_times(outputs[1]), "two runs disagree"
     events = outputs[0]
     counts = [e for e in events if e["event"] == "frame"][-1]["analytics"]["lines"]["road"]

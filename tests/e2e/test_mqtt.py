@@ -32,7 +32,7 @@ def test_every_event_arrives_in_order_on_its_topic(tmp_path: Path) -> None:
         config.write_text(with_mqtt(server.port))
         result = cli(str(config), "--max-frames", "150", "--stats", "s.json", cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-2000:]
-        written = read_events(tmp_path / "out/events.jsonl")
+        written = read_events(tmp_path / "out/analytics.jsonl")
         wait_for(lambda: len(subscriber.received()) >= len(written), 20, "every message")
         received = subscriber.received()
         subscriber.close()
@@ -62,7 +62,7 @@ def test_event_type_filter_and_masked_credentials(tmp_path: Path) -> None:
         result = cli(str(config), "--max-frames", "150", "--stats", "s.json", cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-2000:]
         crossings = [
-            e for e in read_events(tmp_path / "out/events.jsonl") if e["event"] == "line_cross"
+            e for e in read_events(tmp_path / "out/analytics.jsonl") if e["event"] == "line_cross"
         ]
         assert crossings, "the clip's first 150 frames should count cars"
         wait_for(lambda: len(subscriber.received()) >= len(crossings), 20, "the crossings")
@@ -87,7 +87,7 @@ def test_broker_down_for_10_s_keeps_the_frame_rate_and_drains_after(tmp_path: Pa
     config = tmp_path / "a.toml"
     # A camera-like source: the clip at its own pace (24 fps), looped.
     config.write_text(with_mqtt(server.port, "reconnect_max_s = 1\n"))
-    events = tmp_path / "out/events.jsonl"
+    events = tmp_path / "out/analytics.jsonl"
     pipeline = spawn(
         str(config), "--set", "cam.realtime=true", "--set", "cam.loop=true",
         "--max-frames", "600", "--stats", "s.json", cwd=tmp_path,
@@ -141,7 +141,7 @@ def test_a_frozen_broker_is_warned_about_and_what_it_never_acknowledged_is_undel
     server = Broker(tmp_path / "broker").start()
     config = tmp_path / "a.toml"
     config.write_text(with_mqtt(server.port, "drain_s = 1\n"))
-    events = tmp_path / "out/events.jsonl"
+    events = tmp_path / "out/analytics.jsonl"
     log = tmp_path / "stderr.log"
     assert server.process is not None
     # The run ends once the warning came (Ctrl-C), not after a fixed number of frames: on a

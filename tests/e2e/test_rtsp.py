@@ -47,7 +47,7 @@ def test_rtsp_in_events_out_credentials_masked(tmp_path: Path, people_mp4: Path)
             timeout=120,
         )
     assert result.returncode == 0, result.stderr[-2000:]
-    events = read_events(tmp_path / "out/cam.jsonl")
+    events = read_events(tmp_path / "out/rtsp/cam.jsonl")
     frames = frames_of(events)
     stats_text = (tmp_path / "stats.json").read_text()
     stats = json.loads(stats_text)
@@ -70,12 +70,12 @@ def test_rtsp_in_events_out_credentials_masked(tmp_path: Path, people_mp4: Path)
     latency = stats["stages"]["events"]["latency"]["cam"]
     assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
     assert stats["queues"]["cam ! pre"]["leaky"] == "downstream"
-    for text in (result.stderr, stats_text, (tmp_path / "out/cam.jsonl").read_text()):
+    for text in (result.stderr, stats_text, (tmp_path / "out/rtsp/cam.jsonl").read_text()):
         assert "s3cr" not in text and "admin" not in text
 
 
 def test_server_killed_and_restarted_reconnects(tmp_path: Path, people_mp4: Path) -> None:
-    events_path = tmp_path / "out/cam.jsonl"
+    events_path = tmp_path / "out/rtsp/cam.jsonl"
     with rtsp_server(people_mp4) as server:
         pipeline = start(
             "--set",
@@ -113,7 +113,7 @@ def test_server_killed_and_restarted_reconnects(tmp_path: Path, people_mp4: Path
     assert "s3cr" not in stderr and "s3cr" not in events_path.read_text()
     # The recording survives the drop: every frame that reached the sinks is in it, in order,
     # and its timeline keeps the outage (the frames' own pts).
-    video = probe_video(tmp_path / "out/cam.mp4")
+    video = probe_video(tmp_path / "out/rtsp/cam.mp4")
     assert video["frames"] == len(frames_of(events))
     assert video["duration"] >= pts[-1] - pts[0], "the outage was squeezed out of the video"
 
@@ -141,7 +141,7 @@ def test_server_that_never_comes_up_gives_up_with_a_clear_error(tmp_path: Path) 
         f"cannot open {url}: Connection refused"
     ), last
     assert "s3cr" not in result.stderr
-    (down,) = read_events(tmp_path / "out/cam.jsonl")
+    (down,) = read_events(tmp_path / "out/rtsp/cam.jsonl")
     assert down["event"] == "source_down"
 
 

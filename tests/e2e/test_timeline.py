@@ -53,7 +53,7 @@ def assert_real_time(frames_seen: list[dict], interval: float) -> None:
 
 def test_a_camera_reconnected_keeps_its_time_and_the_outage(tmp_path: Path) -> None:
     people = asset("media", "people.mp4")
-    events_path = tmp_path / "out/cam.jsonl"
+    events_path = tmp_path / "out/rtsp/cam.jsonl"
     config = Path(__file__).resolve().parents[2] / "configs" / "rtsp.toml"
     with rtsp_server(people) as server:
         run = spawn(
@@ -88,7 +88,7 @@ def test_a_camera_reconnected_keeps_its_time_and_the_outage(tmp_path: Path) -> N
     on_the_wall = capture_s(caught_up) - capture_s(before[-1])
     assert abs(caught_up["pts"] - before[-1]["pts"] - on_the_wall) <= 1.0
     assert gap >= 3.0
-    video = probe_video(tmp_path / "out/cam.mp4")
+    video = probe_video(tmp_path / "out/rtsp/cam.mp4")
     assert video["duration"] >= seen[-1]["pts"] - seen[0]["pts"]
 
 

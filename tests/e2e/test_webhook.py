@@ -75,7 +75,7 @@ def test_batches_arrive_in_order_after_retries_with_basic_auth(tmp_path: Path) -
         )
         result = cli(str(config), "--max-frames", "120", "--stats", "s.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    written = read_events(tmp_path / "out/events.jsonl")
+    written = read_events(tmp_path / "out/analytics.jsonl")
     received = [event for body in state.bodies for event in body]
     assert_valid_events(received)
     assert received == written, "events lost, duplicated or reordered"
@@ -105,7 +105,7 @@ def test_filter_and_a_dead_server_never_block_the_run(tmp_path: Path) -> None:
     result = cli(str(config), "--max-frames", "120", "--stats", "s.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     zone_events = [
-        e for e in read_events(tmp_path / "out/events.jsonl") if e["event"].startswith("zone_")
+        e for e in read_events(tmp_path / "out/analytics.jsonl") if e["event"].startswith("zone_")
     ]
     stats = json.loads((tmp_path / "s.json").read_text())["stages"]["hook"]
     assert stats["delivered"] == 0 and stats["failed_posts"] >= 1

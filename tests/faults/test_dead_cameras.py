@@ -57,7 +57,7 @@ def test_a_wrong_path_is_named_in_the_error(tmp_path: Path, people_mp4: Path) ->
 
 
 def test_a_paused_server_is_a_stall_then_a_reconnect(tmp_path: Path, people_mp4: Path) -> None:
-    events = tmp_path / "out/cam.jsonl"
+    events = tmp_path / "out/rtsp/cam.jsonl"
     with rtsp_server(people_mp4) as server:
         pipeline = spawn(
             RTSP, "--set", f"cam.uri={server.url}", "--set", "cam.read_timeout_s=2",

@@ -26,8 +26,9 @@ def last_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def no_frame_written(folder: Path) -> bool:
-    events = folder / "out" / "events.jsonl"
-    return not events.exists() or events.read_text() == ""
+    """No events file of the config's (file.toml's events.jsonl, analytics.toml's ...) holds
+    a line."""
+    return all(events.read_text() == "" for events in (folder / "out").glob("*.jsonl"))
 
 
 @pytest.mark.parametrize(

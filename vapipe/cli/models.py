@@ -152,12 +152,19 @@ def agreement_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
 def list_models() -> int:
     folders = assets.search_dirs("models")
     absent = []
+    rows = [("name", "kind", "licence", "file")]
     for name, entry in assets.manifest_entries("models").items():
         local = next((d / entry["file"] for d in folders if (d / entry["file"]).is_file()), None)
         if local is None:
             absent.append(entry["file"])
         where = str(local) if local else f"not here ({entry['file']})"
-        print(f"{name:<14} {entry.get('family', '?'):<8} {entry.get('licence', '?'):<28} {where}")
+        # a detector's YOLO family; what another model is for (face detector, embedding, ...)
+        kind = entry.get("family") or entry.get("kind") or "model"
+        rows.append((name, kind, entry.get("licence", "?"), where))
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+              + "  " + row[3])  # fmt: skip
     if absent:
         offline = os.environ.get(assets.OFFLINE_ENV, "") not in ("", "0")
         print(

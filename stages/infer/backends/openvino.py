@@ -35,7 +35,7 @@ PROVIDER = "OpenVINOExecutionProvider"
 ACCELERATORS = ("GPU", "NPU")
 """Device kinds (``GPU``, ``GPU.1``, ``NPU``) for which ``auto`` prefers OpenVINO."""
 INSTALL = "pip uninstall -y onnxruntime && pip install onnxruntime-openvino"
-"""The two builds share one folder: the plain one goes first (README, "Execution providers")."""
+"""The two builds share one folder: the plain one goes first (docs/gpus.md says why)."""
 CPU_ONLY_REASON = (
     "OpenVINO offers only the CPU here, where onnxruntime's CPU provider ran the pipeline "
     'faster (bench/results/openvino.md); providers = ["openvino"] runs it anyway'

@@ -186,6 +186,7 @@ def test_the_head_goes_into_the_model_on_an_accelerator_unless_told(monkeypatch,
 
 
 def test_the_decode_on_a_torch_gpu_uses_the_bound_nms_settings(monkeypatch, onnx_file) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch", reason="the decode on the device is torch's (extra 'torch')")
     shape = dict(shape=[1, 3, 416, 416], output=YOLOX_416, metadata={})
     backend = FakeTorch("cuda", **shape)
     calls: list[Any] = []
