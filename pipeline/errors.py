@@ -68,9 +68,7 @@ def install_hint(extra: str, here: Path | None = None) -> str:
     if (checkout / "pyproject.toml").is_file() and (checkout / "pipeline").is_dir():
         # As the README installs it: strict editable mode keeps "go to definition" in the
         # checkout, and a plain -e would replace that install with another kind.
-        return (
-            f"pip install --config-settings editable_mode=strict -e '.[{extra}]' in {checkout}"
-        )
+        return f"pip install --config-settings editable_mode=strict -e '.[{extra}]' in {checkout}"
     return f"pip install 'vapipe[{extra}]'"
 
 
