@@ -148,6 +148,8 @@ class Inbox:
         self.discarding = False
         self.held = False
         self._retiring = False  # a transient link has ended: drop it at the next look
+        self.retired: list[LinkQueue] = []
+        """Transient links dropped once ended: their counts stay in the run's summary."""
         self._next = 0
 
     def add_link(
@@ -224,6 +226,7 @@ class Inbox:
                 self._next = (self._next + offset + 1) % count
                 return item
         if self._retiring:
+            self.retired += [link for link in self.links if link.transient and link.ended]
             self.links = [link for link in self.links if not (link.transient and link.ended)]
             self._retiring, self._next = False, 0
         if all(link.ended for link in self.links) and not self.held:

@@ -115,10 +115,10 @@ class Runner:
     def stats(self) -> dict[str, Any]:
         stages = {name: node.stats() for name, node in self.nodes().items()}
         ends = [n for name, n in self.nodes().items() if not self.graph.successors(name)]
-        queues = {
+        queues = {  # a stream's link that ended (added to a service) still counts
             link.name: queue_summary(link, name)
             for name, node in self.nodes().items()
-            for link in (node.inbox.links if node.inbox else ())
+            for link in ([*node.inbox.retired, *node.inbox.links] if node.inbox else ())
         }
         wall = self._wall_s or (time.monotonic() - self._started_at)
         # Summed as each stage reports it (to the millisecond), so that the parts add up.

@@ -61,6 +61,10 @@ def test_a_stream_added_and_removed_while_it_runs(tmp_path: Path) -> None:
         gone = order.index(("source_removed", "b"))
         assert ("frame", "b") not in order[gone:], "frames of a removed stream came after it"
         assert [s["id"] for s in http.get("/api/streams").json()] == ["cam"]
+        # One more added and still running at Ctrl-C: its link ends with the run, and stays.
+        again = http.post("/api/streams", json={"id": "c", "uri": str(traffic)})
+        assert again.status_code == 201, again.text
+        events.wait(lambda items: frames_of(items, "c"), 120, "frames of the last stream")
         events.close()
         assert served.stop() == 130
     assert probe_video(tmp_path / "out" / "cam.mp4")["frames"] > 0
@@ -71,13 +75,20 @@ def test_a_stream_added_and_removed_while_it_runs(tmp_path: Path) -> None:
     table = text[text.index("stage ") :].splitlines()
     rows = {line.split()[0]: line.split() for line in table[1:] if line.split()[1:2]}
     assert table[1].split()[:2] == ["cam", "source"], table
-    assert table[2].split()[:3] == ["b", "(removed)", "source"], table
+    assert [row[:3] for row in table_rows(table) if row[0] in ("b", "c")] == [
+        ["c", "source", rows["c"][2]], ["b", "(removed)", "source"]]  # fmt: skip
     assert not any(name.startswith("_") for name in rows), table
-    streams = int(rows["cam"][2]) + int(rows["b"][3])
+    streams = int(rows["cam"][2]) + int(rows["b"][3]) + int(rows["c"][2])
     assert streams == int(rows["pre"][2]) > 0
     # Its link stays in the stats, so frames it dropped are named on their own link.
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["queues"]["b ! pre"]["dst"] == "pre" and stats["stages"]["b"]["removed"]
+    assert stats["queues"]["c ! pre"]["dst"] == "pre", "a stream running at the end has its link"
+    assert "c" in rows and rows["c"][1] == "source", table
+
+
+def table_rows(table: list[str]) -> list[list[str]]:
+    return [line.split() for line in table[1:] if line.split()[1:2]]
 
 
 def test_bad_requests_get_one_line_and_never_a_secret(tmp_path: Path) -> None:

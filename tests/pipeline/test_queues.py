@@ -151,3 +151,18 @@ def wait_until_waiting(condition: threading.Condition, timeout: float = 10.0) ->
     while not condition._waiters:  # type: ignore[attr-defined]
         assert time.monotonic() < deadline, "no thread ever blocked on the condition"
         time.sleep(0.001)
+
+
+def test_an_ended_transient_link_leaves_the_inbox_but_keeps_its_counts() -> None:
+    inbox = Inbox("pre")
+    kept = inbox.add_link("cam ! pre", 4, Leaky.NO)
+    added = inbox.add_link("b ! pre", 1, Leaky.DOWNSTREAM, transient=True)
+    added.put("b0")
+    added.put("b1")  # the first is dropped: the link holds one
+    added.put_eos()
+    kept.put("c0")
+    assert [inbox.get(), inbox.get()] in (["b1", "c0"], ["c0", "b1"])
+    kept.put_eos()
+    assert inbox.get() is EOS  # the next look with nothing ready drops the ended link
+    assert inbox.links == [kept] and inbox.retired == [added]
+    assert inbox.retired[0].stats.dropped == 1
