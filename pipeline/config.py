@@ -103,6 +103,9 @@ class ServeSettings(BaseModel):
     """Most frames per second a live preview (MJPEG) sends."""
     preview_width: int = Field(640, ge=64, le=3840)
     """Width of previews and snapshots, in pixels (the height follows)."""
+    preview_cpu_share: float = Field(0.1, gt=0, le=4)
+    """CPU all previews together may take, in cores (0.1: a tenth of one): past it a viewer
+    gets the last picture again, so that viewers never slow the pipeline."""
     events_buffer: int = Field(1000, ge=1, le=1_000_000)
     """Events waiting for one live-events client; a slower client loses the oldest."""
     allowed_hosts: list[str] = Field(default_factory=list)

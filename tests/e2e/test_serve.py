@@ -161,6 +161,10 @@ def test_metrics_snapshot_and_mjpeg(tmp_path: Path) -> None:
         det = (here, ("shard", "0"), ("stage", "det"))
         assert later[("vapipe_stage_processing_seconds_count", det)] > 0
         assert later[("vapipe_stream_frames_total", (("stream", "cam"),))] > 0
+        stages = {dict(labels).get("stage") for _, labels in later if dict(labels).get("stage")}
+        assert "det" in stages and not [s for s in stages if s.startswith("_")], stages
+        links = {dict(labels)["link"] for name, labels in later if name == "vapipe_queue_depth"}
+        assert "cam ! pre" in links and not [k for k in links if "_service" in k], links
 
         snapshot = http.get("/streams/cam/snapshot.jpg")
         assert snapshot.headers["content-type"] == "image/jpeg"

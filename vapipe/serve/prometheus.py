@@ -21,6 +21,12 @@ from vapipe.pipeline.stage import Counting
 
 STATES = ("opening", "running", "reconnecting", "down", "stopping")
 SHARD_STAGE = ["node", "shard", "stage"]
+PREVIEW_COUNTS = {
+    "renders": "Previews drawn (each frame once per width, whoever views it).",
+    "cpu_s": "CPU seconds drawing previews took (held within [serve] preview_cpu_share).",
+    "reused": "Previews answered with a picture already drawn of the same frame.",
+    "held_back": "Previews answered with the last picture: the previews' CPU share was spent.",
+}
 THIS_NODE = socket.gethostname()
 """A shard's ``node`` label when it runs on this machine."""
 
@@ -42,6 +48,8 @@ def snapshot(nodes: dict[str, Node]) -> dict[str, Any]:
     it to the parent)."""
     stages = {}
     for name, node in nodes.items():
+        if name.startswith("_"):  # the service's own tap (serve/streams.py TAP): not a stage
+            continue
         metrics = node.metrics
         stages[name] = {
             "items": metrics.items,
@@ -90,6 +98,10 @@ class ServiceCollector(Collector):
             "GPU memory a process holds (torch).",
             labels=["node", "shard"],
         )
+        previews = {
+            key: CounterMetricFamily(f"vapipe_preview_{key}", text, labels=["node", "shard"])
+            for key, text in PREVIEW_COUNTS.items()
+        }
         for shard, taken in service.metric_snapshots():
             at = [taken.get("node") or THIS_NODE, shard]  # a cluster's node, else this machine
             for name, stage in taken["stages"].items():
@@ -105,7 +117,9 @@ class ServiceCollector(Collector):
                     drops.add_metric([*at, link], dropped)
             if taken["gpu_memory_bytes"] is not None:
                 gpu.add_metric(at, taken["gpu_memory_bytes"])
-        yield from (frames, processing, latency, depth, drops, counted, gpu)
+            for key, value in (taken.get("previews") or {}).items():
+                previews[key].add_metric(at, value)
+        yield from (frames, processing, latency, depth, drops, counted, gpu, *previews.values())
 
         streams = service.streams()
         yield GaugeMetricFamily("vapipe_streams", "Streams the service runs.", value=len(streams))

@@ -157,7 +157,7 @@ class ShardService:
         return self.service.preview(stream_id, width, after)
 
     def _metrics(self) -> dict[str, Any]:
-        return snapshot(self.runner.nodes())
+        return {**snapshot(self.runner.nodes()), "previews": self.service.previews.stats()}
 
     def _listen(self, listening: bool) -> None:
         self.hub.forwarding = listening

@@ -17,6 +17,7 @@ from vapipe.pipeline.urls import mask_also, mask_credentials, register_secrets_i
 from vapipe.pipeline.validation import validate
 from vapipe.serve import media_roots
 from vapipe.serve.event_hub import EventHub
+from vapipe.serve.previews import Previews
 from vapipe.serve.prometheus import snapshot
 from vapipe.serve.runner import ServiceRunner
 from vapipe.serve.tap import ServiceTap, render
@@ -217,6 +218,7 @@ class Service(Streams):
     ) -> None:
         super().__init__(graph, hub)
         self.tap = ServiceTap(TAP, hub)
+        self.previews = Previews(render, graph.spec.serve.preview_cpu_share)
         self._make_other = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.runner = ServiceRunner(graph, make_stage=self._make_stage)
         self.stopping = self.runner.stop_requested
@@ -313,6 +315,7 @@ class Service(Streams):
             del self.nodes[stream_id]
             self.added.pop(stream_id, None)
             self.specs.pop(stream_id, None)
+        self.previews.forget(stream_id)  # a stream added again later starts afresh
         return {"id": stream_id, "state": "removed"}
 
     def _analytics(self, stream_id: str) -> LiveGeometry:
@@ -345,13 +348,10 @@ class Service(Streams):
         """The stream's latest frame drawn and as JPEG, ``width`` wide, with a key that
         tells it apart; None if there is none yet, or it is still the one of key ``after``."""
         self.describe(stream_id)  # 404 for an unknown stream
-        frame = self.tap.view(stream_id).latest
-        if frame is None or (frame.seq, frame.capture_time) == after:
-            return None
-        return (frame.seq, frame.capture_time), render(frame, width)
+        return self.previews.picture(stream_id, self.tap.view(stream_id).latest, width, after)
 
     def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
-        return [("0", snapshot(self.runner.nodes()))]
+        return [("0", {**snapshot(self.runner.nodes()), "previews": self.previews.stats()})]
 
 
 def added_entry(body: dict[str, Any]) -> dict[str, Any]:
