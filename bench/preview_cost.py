@@ -5,9 +5,9 @@
 ``run-pipeline serve`` on configs/file.toml with the sample clip looped as fast as it decodes
 (CPU-bound: anything the previews take comes out of the frames/s), sides alternating, each
 a fresh process: ``alone`` (nobody watching), ``watched, unbounded`` (VIEWERS MJPEG viewers
-of the stream and [serve] preview_cpu_share = 4, more than the machine has: what every
-viewer asking for a preview of every frame costs), ``watched`` (the same viewers, the
-default share of 0.1 core). Frames/s from the frame events written in the steady state; the
+of the stream at --preview-fps, and [serve] preview_cpu_share = 4, more than the machine has:
+what the viewers cost with no share), ``watched`` (the same viewers, the default share of 0.1
+core). Frames/s from the frame events written in the steady state; the
 previews' own CPU seconds per second from /metrics (vapipe_preview_cpu_s_total).
 Writes bench/results/preview_cost.json and prints a markdown table.
 """
@@ -50,13 +50,14 @@ def preview_cpu_s(url: str) -> float:
     )
 
 
-def one_run(side: str, viewers: int, warmup_s: float, seconds: float) -> dict[str, float]:
+def one_run(
+    side: str, viewers: int, warmup_s: float, seconds: float, preview_fps: float
+) -> dict[str, float]:
     share = SIDES[side]
     serve_bench.OVERRIDES[:] = [o for o in serve_bench.OVERRIDES if not o.startswith("serve.")]
     if share is not None:
         serve_bench.OVERRIDES.append(f"serve.preview_cpu_share={share}")
-    # As fast as it decodes; the previews ask at 30 frames/s, the most a viewer may.
-    serve_bench.OVERRIDES.append("serve.preview_fps=30")
+    serve_bench.OVERRIDES.append(f"serve.preview_fps={preview_fps:g}")
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         process, url = serve_bench.start("serve", cwd)
@@ -94,12 +95,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--viewers", type=int, default=4)
+    parser.add_argument("--preview-fps", type=float, default=30.0, help="[serve] preview_fps")
     parser.add_argument("--output", default=str(REPO / "bench/results/preview_cost.json"))
     args = parser.parse_args()
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
     for index in range(args.runs):
         for side in SIDES:
-            measured = one_run(side, args.viewers, args.warmup, args.seconds)
+            measured = one_run(side, args.viewers, args.warmup, args.seconds, args.preview_fps)
             runs[side].append({k: round(v, 3) for k, v in measured.items()})
             print(f"run {index + 1}: {side} {runs[side][-1]}", file=sys.stderr)
     medians = {
@@ -109,7 +111,7 @@ def main() -> None:
     alone = medians["alone"]["fps"]
     result = {
         "benchmark": "the page's previews: serve on configs/file.toml, people.mp4 looped, "
-        f"{args.viewers} MJPEG viewers at 30 frames/s",
+        f"{args.viewers} MJPEG viewers at {args.preview_fps:g} frames/s",
         "runs": runs,
         "median": medians,
         "unbounded_over_alone": harness.ratio(medians["watched, unbounded"]["fps"], alone),
