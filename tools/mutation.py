@@ -260,10 +260,29 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/track/test_backtrace.py",
         "tests/stages/track/test_bytetrack.py",
     ],
+    # Issue 64's new modules and rules.
+    "vapipe/serve/previews.py": ["tests/serve/test_previews.py"],
+    "stages/media/text.py": ["tests/stages/media/test_text.py"],
+    "pipeline/graph.py": [
+        "tests/pipeline/test_config.py",
+        "tests/pipeline/test_wiring.py",
+        "tests/pipeline/test_graph_scale.py::test_a_cycle_through_thousands_of_nodes_names_twelve_and_counts_the_rest",
+    ],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
 
 PARTS: dict[str, tuple[str, ...]] = {
+    # What issue 64 made linear: the upstream checks, the order, the neighbours.
+    "pipeline/graph.py": (
+        "_check_upstream",
+        "_covered",
+        "_all_through",
+        "_uncovered_source",
+        "_topological_order",
+        "successors",
+        "predecessors",
+        "_reachable",
+    ),
     # The tracker's class votes and merging (what issue 28 names) and issue 30's identity and
     # fragment rules, not its Kalman matching: the whole module is 661 mutants at ~6 s each.
     "stages/track/bytetrack.py": (
