@@ -70,3 +70,26 @@ def test_many_viewers_of_many_streams_stay_within_the_share() -> None:
     assert previews.cpu_s <= 0.1 * clocks.wall + 0.1 + 0.03 + 1e-9, previews.stats()
     assert previews.cpu_s >= 0.1 * clocks.wall * 0.9, "the share is used, not starved"
     assert len(set(clocks.drawn)) == len(clocks.drawn), "a frame drawn twice at one width"
+
+
+def test_forgetting_a_stream_keeps_the_others_and_a_seen_frame_is_not_sent_again() -> None:
+    clocks = Clocks(cost_s=0.001)
+    previews = clocks.previews(share=1.0)
+    for stream in ("a", "cam", "door"):
+        previews.picture(stream, frame(1), 640)
+    previews.forget("cam")
+    assert [previews.picture(s, frame(1), 640) for s in ("a", "door")] == [
+        ((1, 0.04), b"1@640")
+    ] * 2
+    assert len(clocks.drawn) == 3, "the other streams' pictures were kept"
+    # a frame the viewer has (its key from another width's answer) is drawn, not sent
+    assert previews.picture("cam", frame(2), 640, after=(2, 2 / 25)) is None
+    assert clocks.drawn[-1] == (2, 640)
+    # the budget spent: a viewer that has the last picture gets nothing, the others get it
+    spend = clocks.previews(share=0.01)
+    clocks.cost_s = 1.0
+    assert spend.picture("cam", frame(1), 640) is not None
+    assert spend.picture("cam", frame(2), 640, after=(1, 0.04)) is None
+    assert spend.stats()["held_back"] == 1 and spend.stats()["reused"] == 0
+    assert spend.picture("cam", frame(1), 640, after=None) is not None
+    assert spend.stats()["reused"] == 1
