@@ -4,6 +4,7 @@ pixels are read after it)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, ClassVar
 
 import pytest
@@ -115,3 +116,21 @@ def test_a_node_added_like_another_gets_that_nodes_context() -> None:
     context = context_for(graph_of(("cam", "clips")), stages, "new", like="cam")
     assert context.name == "new" and list(context.packet_consumers) == [clips]
     assert not context.pixels_read_after
+
+
+def test_packet_consumers_further_on_count_and_the_stop_event_is_the_runs() -> None:
+    source, blind = Stage("source", StageConfig()), Packets("blind", takes=False)
+    takes = Packets("takes", takes=True)
+    graph = graph_of(("source", "blind"), ("blind", "takes"))
+    stages: dict[str, Stage] = {"source": source, "blind": blind, "takes": takes}
+    stop = threading.Event()
+    context = context_for(graph, stages, "source", stopping=stop)
+    assert list(context.packet_consumers) == [takes]  # two links on
+    assert context.stopping is stop
+    assert context_for(graph, stages, "source").stopping is not stop
+
+
+def test_a_node_the_graph_does_not_know_keeps_its_pixels_and_takes_no_packets() -> None:
+    reader = Stage("reader", StageConfig())
+    context = context_for(graph_of(("cam", "reader")), {"reader": reader}, "elsewhere")
+    assert context.pixels_read_after and list(context.packet_consumers) == []

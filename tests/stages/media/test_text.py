@@ -83,3 +83,28 @@ def test_text_partly_or_wholly_off_the_frame_is_clipped(origin: tuple[int, int])
     text.put_text(image, "Zoë", origin, 0.5, (255, 255, 255))  # no error
     inside = 0 <= origin[0] < 200 and 0 <= origin[1] < 40 + 15
     assert (image > 40).any() == (inside or origin == (-30, 5)), origin
+
+
+@needs_font
+@pytest.mark.parametrize("origin", [(4, 28), (-6, 9), (170, 38)])  # whole, clipped left/top, right
+def test_text_past_ascii_is_pillow_s_drawing_blended_in_the_ink(origin: tuple[int, int]) -> None:
+    from PIL import Image, ImageDraw
+
+    label, ink = "Zoë Łukasz", (40, 180, 250)  # BGR
+    image = canvas()
+    text.put_text(image, label, origin, 0.5, ink)
+    font = text.unicode_font(round(0.5 * text.PIXELS_PER_SCALE))
+    reference = Image.new("RGB", (200, 40), (40, 40, 40))
+    ImageDraw.Draw(reference).text(origin, label, font=font, fill=ink[::-1], anchor="ls")
+    expected = np.asarray(reference)[..., ::-1].astype(int)
+    assert np.abs(image.astype(int) - expected).max() <= 1  # rounding alone
+    assert (image != 40).any()
+    left, top, right, bottom = font.getbbox(label, anchor="ls")
+    assert text.text_size(label, 0.5) == ((right - left, -top), max(bottom, 0))
+
+
+def test_nothing_is_drawn_for_text_wholly_outside_or_empty() -> None:
+    image = canvas()
+    text.put_text(image, "ë", (500, 500), 0.5, (255, 255, 255))
+    text.put_text(image, "\u200b", (4, 28), 0.5, (255, 255, 255))  # a zero-width space
+    assert (image == 40).all()
