@@ -267,6 +267,7 @@ MODULES: dict[str, list[str]] = {
         "tests/pipeline/test_config.py",
         "tests/pipeline/test_wiring.py",
         "tests/pipeline/test_graph_scale.py::test_a_cycle_through_thousands_of_nodes_names_twelve_and_counts_the_rest",
+        "tests/pipeline/test_graph_checks.py",
     ],
 }
 """Module -> the tests that cover it (run with -x: the first failure kills the mutant)."""
