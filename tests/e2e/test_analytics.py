@@ -148,7 +148,7 @@ def test_detecting_one_frame_in_three_still_counts_the_traffic(tmp_path: Path) -
     result = cli(str(ANALYTICS), "--set", "det.interval=3", "--stats", "stats.json",
                  cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
-    events = read_events(tmp_path / "out/events.jsonl")
+    events = read_events(tmp_path / "out/analytics.jsonl")
     frames = [e for e in events if e["event"] == "frame"]
     predicted = [e for e in frames if e.get("predicted")]
     assert len(predicted) == len(frames) - len(frames[::3]) and frames[0].get("predicted") is None
@@ -175,7 +175,7 @@ def test_cars_that_cross_between_two_detections_are_counted(tmp_path: Path) -> N
         result = cli(str(ANALYTICS), "--set", "det.interval=5", "--set",
                      f"analytics.unseen_crossings={unseen}", cwd=folder)  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
-        events = read_events(folder / "out/events.jsonl")
+        events = read_events(folder / "out/analytics.jsonl")
         crossed = [(e["track_id"], e["direction"]) for e in events if e["event"] == "line_cross"]
         assert len(crossed) == len(set(crossed)), crossed
         east[unseen] = sum(direction == "eastbound" for _, direction in crossed)
@@ -221,7 +221,7 @@ def test_the_motion_gate_skips_a_still_picture_and_keeps_the_zone_s_dwell(
                      "--set", "analytics.lines=[]", "--set", zone, "--stats", "stats.json",
                      cwd=folder)  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
-        found[name] = read_events(folder / "out/events.jsonl")
+        found[name] = read_events(folder / "out/analytics.jsonl")
         if name == "gated":
             motion = json.loads((folder / "stats.json").read_text())["stages"]["motion"]
     frames = [e for e in found["gated"] if e["event"] == "frame"]
@@ -255,7 +255,7 @@ def test_a_car_the_detector_was_unsure_of_until_past_the_line_counts(tmp_path: P
                      *extra, cwd=folder)  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
         runs[name] = {(e["seq"], e["direction"], e["track_id"])
-                      for e in read_events(folder / "out/events.jsonl")
+                      for e in read_events(folder / "out/analytics.jsonl")
                       if e["event"] == "line_cross"}  # fmt: skip
     assert runs["untraced"] < runs["traced"], runs
     truth = [(c["frame"], c["direction"]) for c in traffic().crossings]  # the hand labels

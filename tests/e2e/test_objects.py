@@ -229,7 +229,7 @@ def test_line_events_published_over_mqtt_carry_the_label(tmp_path: Path, classif
         result = cli(str(config), "--max-frames", "240", "--no-progress", cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-2000:]
         written = [
-            e for e in read_events(tmp_path / "out/events.jsonl") if e["event"] == "line_cross"
+            e for e in read_events(tmp_path / "out/analytics.jsonl") if e["event"] == "line_cross"
         ]
         wait_for(lambda: len(subscriber.received()) >= len(written), 20, "every crossing")
         received = [payload for _, payload in subscriber.received()]
