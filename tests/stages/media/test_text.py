@@ -87,17 +87,22 @@ def test_text_partly_or_wholly_off_the_frame_is_clipped(origin: tuple[int, int])
 
 @needs_font
 @pytest.mark.parametrize("origin", [(4, 28), (-6, 9), (170, 38)])  # whole, clipped left/top, right
-def test_text_past_ascii_is_pillow_s_drawing_blended_in_the_ink(origin: tuple[int, int]) -> None:
+@pytest.mark.parametrize("label", ["Zoë Łukasz", "jë"])  # "j" reaches left of and below its origin
+def test_text_past_ascii_is_pillow_s_drawing_blended_in_the_ink(
+    origin: tuple[int, int], label: str
+) -> None:
     from PIL import Image, ImageDraw
 
-    label, ink = "Zoë Łukasz", (40, 180, 250)  # BGR
+    ink = (40, 180, 250)  # BGR
     image = canvas()
     text.put_text(image, label, origin, 0.5, ink)
     font = text.unicode_font(round(0.5 * text.PIXELS_PER_SCALE))
     reference = Image.new("RGB", (200, 40), (40, 40, 40))
     ImageDraw.Draw(reference).text(origin, label, font=font, fill=ink[::-1], anchor="ls")
     expected = np.asarray(reference)[..., ::-1].astype(int)
-    assert np.abs(image.astype(int) - expected).max() <= 1  # rounding alone
+    differ = np.abs(image.astype(int) - expected)
+    # Pillow blends as we do: equal here; a level off at a pixel or two is rounding elsewhere
+    assert differ.max() <= 1 and np.count_nonzero(differ) <= 2, np.count_nonzero(differ)
     assert (image != 40).any()
     left, top, right, bottom = font.getbbox(label, anchor="ls")
     assert text.text_size(label, 0.5) == ((right - left, -top), max(bottom, 0))
