@@ -38,6 +38,9 @@ class Graph:
     order: list[str]
     """Node names in topological order, sources first."""
     edges: list[Edge]
+    redacted: frozenset[str] = frozenset()
+    """Nodes that every path from a source reaches through a ``redacts`` node (or that are
+    one): what they see has been redacted."""
     _after: dict[str, list[str]] = field(init=False, repr=False, compare=False)
     _before: dict[str, list[str]] = field(init=False, repr=False, compare=False)
 
@@ -163,9 +166,36 @@ def build(spec: ConfigSpec, also_written: Mapping[str, str] | None = None) -> Gr
 
     order = _topological_order(spec, list(pairs))
     _check_upstream(spec, list(pairs), order)
+    redacted = _check_redaction(spec, list(pairs), order)
     edges = [_edge(spec, src, dst) for src, dst in pairs]
     _check_files(spec, also_written or {})
-    return Graph(spec=spec, order=order, edges=edges)
+    return Graph(spec=spec, order=order, edges=edges, redacted=redacted)
+
+
+def _check_redaction(
+    spec: ConfigSpec, pairs: list[tuple[str, str]], order: list[str]
+) -> frozenset[str]:
+    """The nodes behind a ``redacts`` node; with one in the graph, a node that writes pictures
+    and is not behind one is refused: its pictures would leave unredacted."""
+    guards = {name for name, node in spec.nodes.items() if node.stage_cls.redacts}
+    if not guards:
+        return frozenset()
+    feeders: dict[str, list[str]] = {}
+    for src, dst in pairs:
+        feeders.setdefault(dst, []).append(src)
+    covered = _covered(order, feeders, guards)
+    for name in order:
+        node = spec.nodes[name]
+        if covered[name] or not node.stage_cls.writes_pictures(node.config):
+            continue
+        source = _uncovered_source(covered, feeders, name)
+        raise spec.error(
+            f"writes pictures, but the way from source '{source}' to it passes no redact node "
+            f"({listed(sorted(guards))}): its pictures would leave unredacted; link it after "
+            "one (... ! redact ! ... ! " + name + ")",
+            node=name,
+        )
+    return frozenset(name for name, done in covered.items() if done)
 
 
 def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]], order: list[str]) -> None:

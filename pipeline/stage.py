@@ -162,6 +162,9 @@ class Stage:
     needs_upstream: ClassVar[tuple[str, ...]] = ()
     """Stage types one of which must come before this node on every path from a source
     (analytics needs track): checked when the graph is built."""
+    redacts: ClassVar[bool] = False
+    """It hides parts of the pictures (a ``redact`` node): once a graph has one, every node
+    that ``writes_pictures`` must come after one on every path from a source."""
     takes_packets: bool = False
     """Whether sources upstream hand it their encoded video packets as demuxed (a
     :class:`PacketConsumer`)."""
@@ -242,6 +245,16 @@ class Stage:
         (temporary names included), checked before anything opens: no output may be an input
         or another node's output."""
         return []
+
+    @classmethod
+    def writes_pictures(cls, config: Any) -> bool:
+        """Whether pictures leave the process through it (a video, snapshots, clips, a live
+        stream, a camera image): with a ``redacts`` node in the graph, it must come after one."""
+        return False
+
+    def behind_redaction(self) -> None:
+        """Every path to it passes a ``redacts`` node: called once, before any node opens (the
+        clips node then encodes the redacted frames instead of copying the source's packets)."""
 
     @classmethod
     def media_folder(cls, config: Any) -> str | None:

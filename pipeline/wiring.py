@@ -14,10 +14,13 @@ from vapipe.pipeline.stage import PacketConsumer, Stage, StageContext
 
 def bind_all(graph: Graph, stages: Mapping[str, Stage]) -> None:
     """Hands every node that ``binds`` the object of the nearest node in its direction that
-    ``shares`` one (None where there is none). Called once, before any node opens."""
+    ``shares`` one (None where there is none), and tells the nodes behind a redact node so.
+    Called once, before any node opens."""
     shared = {name: stage.shares() for name, stage in stages.items()}
     for name in graph.order:
         stage = stages[name]
+        if name in graph.redacted:
+            stage.behind_redaction()
         named = stage.binds_to()
         if named is not None:
             stage.bind(shared.get(named))

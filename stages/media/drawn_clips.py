@@ -1,4 +1,4 @@
-"""Clips of the annotated frames (``clips.annotated = true``): the frames of the last
+"""Clips of the frames (``clips.annotated = true``, or behind a redact node): the frames of the last
 ``pre_s`` seconds are held (references, not copies), and a clip's frames are drawn as the
 video sink draws them and encoded on the writer thread, only when an event asks for them."""
 
@@ -37,8 +37,8 @@ def encoding(crf: int) -> Encoding:
     return Encoding("libx264", "veryfast", crf, None, True, KEYFRAME_S, threads=1)
 
 
-def write_drawn(path: Path, frames: list[Frame], crf: int) -> None:
-    """The frames, annotated, as an MP4 at their own times."""
+def write_drawn(path: Path, frames: list[Frame], crf: int, draw: bool = True) -> None:
+    """The frames (annotated, with ``draw``) as an MP4 at their own times."""
     path.parent.mkdir(parents=True, exist_ok=True)
     first = frames[0]
     height, width = first.shape[:2]
@@ -46,6 +46,6 @@ def write_drawn(path: Path, frames: list[Frame], crf: int) -> None:
     video = VideoFile(path, width, height, Fraction(rate), encoding(crf))
     try:
         for frame in frames:
-            video.write(annotate(frame), frame.pts - first.pts)
+            video.write(annotate(frame) if draw else frame.image, frame.pts - first.pts)
     finally:
         video.finish()

@@ -47,7 +47,8 @@ class ClipsConfig(MediaConfig):
     annotated: bool = False
     """Encode the annotated frames (drawn as the video sink draws them) instead of copying
     the camera's packets: an x264 encoder per clip, on the writer thread, and the last
-    ``pre_s`` of frames held in memory."""
+    ``pre_s`` of frames held in memory. Behind a ``redact`` node, clips are always encoded
+    from the (redacted) frames, drawn only with this key."""
     crf: int = Field(23, ge=0, le=51)
     """x264 quality of annotated clips (lower is better and larger)."""
 
@@ -144,8 +145,18 @@ class ClipsSink(MediaSink[Clip]):
 
     def __init__(self, name: str, config: ClipsConfig) -> None:
         super().__init__(name, config)
-        self.takes_packets = not config.annotated
-        self.reads_pixels = config.annotated
+        self.from_frames = config.annotated
+        """Clips are encoded from the frames (annotated, or behind a redact node), not copied
+        from the source's packets."""
+        self.takes_packets = not self.from_frames
+        self.reads_pixels = self.from_frames
+
+    def behind_redaction(self) -> None:
+        # The source's packets hold the original pictures: clips are made of the redacted
+        # frames instead (an x264 encoder per clip, ``pre_s`` of frames held in memory).
+        self.from_frames = True
+        self.takes_packets = False
+        self.reads_pixels = True
 
     def open(self, context: StageContext) -> None:
         self.open_media(self._write)
@@ -170,7 +181,7 @@ class ClipsSink(MediaSink[Clip]):
                     clip.packets.append(packet)
 
     def process(self, frame: Frame) -> tuple[Frame]:
-        if self.config.annotated:
+        if self.from_frames:
             self._keep_frame(frame)
         for index, event in enumerate(frame.events):
             if event["event"] in self.event_types:
@@ -183,7 +194,7 @@ class ClipsSink(MediaSink[Clip]):
         return (frame,)
 
     def _keep_frame(self, frame: Frame) -> None:
-        """Annotated clips: the frame joins its source's ring and the clips it falls in."""
+        """Clips of frames: the frame joins its source's ring and the clips it falls in."""
         with self._lock:
             ring = self._drawn.get(frame.source_id)
             if ring is None:
@@ -221,7 +232,7 @@ class ClipsSink(MediaSink[Clip]):
     def _gather(self, clip: Clip, frame: Frame) -> float | None:
         """What the clip shows up to now (under the lock): the time of its first frame, or
         None when there is nothing."""
-        if self.config.annotated:
+        if self.from_frames:
             if not clip.frames:
                 drawn = self._drawn.get(frame.source_id)
                 clip.frames = drawn.since(clip.start) if drawn is not None else []
@@ -251,7 +262,7 @@ class ClipsSink(MediaSink[Clip]):
 
     def _write(self, clip: Clip) -> None:
         if clip.frames:
-            write_drawn(self.root / clip.path, clip.frames, self.config.crf)
+            write_drawn(self.root / clip.path, clip.frames, self.config.crf, self.config.annotated)
         else:
             write_clip(self.root / clip.path, clip)
         self.retention.add(clip.path)

@@ -62,6 +62,10 @@ class MediaSink(Stage, Generic[Item]):
     def media_folder(cls, config: MediaConfig) -> str | None:
         return config.dir
 
+    @classmethod
+    def writes_pictures(cls, config: MediaConfig) -> bool:
+        return True
+
     def open_media(self, write: Callable[[Item], None]) -> None:
         cfg = self.config
         self.root = Path(cfg.dir)

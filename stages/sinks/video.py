@@ -113,6 +113,10 @@ class VideoSink(PathSink):
             )
 
     @classmethod
+    def writes_pictures(cls, config: VideoConfig) -> bool:
+        return True
+
+    @classmethod
     def files_written(cls, config: VideoConfig, source_ids: Sequence[str]) -> list[str | Names]:
         """The files, their ``.partial`` names while written, every segment and picture."""
         if Path(config.path).suffix.lower() in IMAGE_SUFFIXES:

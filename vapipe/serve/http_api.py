@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20
 KEEPALIVE_S = 15.0
 POLL_S = 0.05
+LIVE_START_S = 10.0
+"""How long a live video's first viewer waits for its first picture to be encoded."""
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -52,6 +54,7 @@ PAGE_FILES = {
     "/": "index.html",
     "/static/page.js": "page.js",
     "/static/history.js": "history.js",
+    "/static/live.js": "live.js",
     "/static/page.css": "page.css",
 }
 CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -297,6 +300,33 @@ def make_app(service: Streams, token: str | None = None, host: str = "127.0.0.1"
 
         return StreamingResponse(parts(), media_type="multipart/x-mixed-replace; boundary=frame")
 
+    async def live(request: Request) -> Response:
+        """The stream's live video as fragmented MP4 (H.264), for Media Source Extensions or
+        any player that reads a growing MP4 (ffplay, PyAV)."""
+        stream = await anyio.to_thread.run_sync(service.live_stream, request.path_params["id"])
+        viewer = stream.watch_mp4()
+        header = await anyio.to_thread.run_sync(stream.header, LIVE_START_S)
+        if header is None:
+            stream.leave(viewer)
+            return error(503, "no picture to stream yet")
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield header
+                while not stopping.is_set() and not viewer.closed:
+                    data = await anyio.to_thread.run_sync(viewer.get, 0.5)
+                    if data is not None:
+                        yield data
+            finally:
+                stream.leave(viewer)
+
+        headers = {
+            "Cache-Control": "no-store",
+            "X-Live-Epoch": f"{stream.epoch:.6f}",
+            "X-Live-Codec": stream.codec_string(),
+        }
+        return StreamingResponse(body(), media_type="video/mp4", headers=headers)
+
     async def page(request: Request) -> Response:
         name = PAGE_FILES[request.url.path]
         text = resources.files("vapipe.serve").joinpath("web", name).read_text("utf-8")
@@ -330,6 +360,7 @@ def make_app(service: Streams, token: str | None = None, host: str = "127.0.0.1"
         Route("/metrics", metrics),
         Route("/streams/{id}/snapshot.jpg", snapshot),
         Route("/streams/{id}/mjpeg", mjpeg),
+        Route("/streams/{id}/live.mp4", live),
     ]
     middleware = [Middleware(Guard, token=token, host=host, settings=settings)]
     if settings.cors_origins:  # outermost: it answers the preflights, which carry no token

@@ -21,6 +21,8 @@ from vapipe.serve.previews import Previews
 from vapipe.serve.prometheus import snapshot
 from vapipe.serve.runner import ServiceRunner
 from vapipe.serve.tap import ServiceTap, render
+from vapipe.stages.media.live import LiveStream
+from vapipe.stages.sinks.live import LiveSink
 
 TAP = "_service"
 STREAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -38,9 +40,15 @@ class StreamError(Exception):
 
 def with_tap(spec: ConfigSpec) -> ConfigSpec:
     """The config with the service's tap linked behind the last stage that feeds others (the
-    one the sinks read), so that it sees what they see."""
+    one the sinks read), so that it sees what they see; with a redact node, behind one (its
+    previews and live streams are pictures that leave the process too)."""
     graph = build(spec)
-    upstream = [name for name in graph.order if graph.successors(name)][-1]
+    upstream = [
+        name
+        for name in graph.order
+        if (graph.successors(name) or graph.nodes[name].stage_cls.redacts)
+        and (not graph.redacted or name in graph.redacted)
+    ][-1]
     tap = NodeSpec(TAP, ServiceTap, ServiceTap.Config(), None)
     return dataclasses.replace(
         spec, nodes={**spec.nodes, TAP: tap}, links=[*spec.links, f"{upstream} ! {TAP}"]
@@ -179,6 +187,10 @@ class Streams:
 
     def preview(self, stream_id: str, width: int, after: Any = None) -> tuple[Any, bytes] | None:
         raise NotImplementedError
+
+    def live_stream(self, stream_id: str) -> LiveStream:
+        """The stream's live video (one process only: shards send no frames to the parent)."""
+        raise StreamError(501, "live video needs the service in one process (shards = 1)")
 
     def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
         raise NotImplementedError
@@ -350,8 +362,18 @@ class Service(Streams):
         self.describe(stream_id)  # 404 for an unknown stream
         return self.previews.picture(stream_id, self.tap.view(stream_id).latest, width, after)
 
+    def live_stream(self, stream_id: str) -> LiveStream:
+        """The stream's live video: a ``live`` node's (encoded once for its RTSP viewers and
+        the page's), else the service's own, made when first watched."""
+        self.describe(stream_id)  # 404 for an unknown stream
+        for stage in self.runner.stages.values():
+            if isinstance(stage, LiveSink):
+                return stage.stream(stream_id)
+        return self.tap.live_stream(stream_id)
+
     def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
-        return [("0", {**snapshot(self.runner.nodes()), "previews": self.previews.stats()})]
+        live = {"live": self.tap.live_stats()} if self.tap.live else {}
+        return [("0", {**snapshot(self.runner.nodes()), "previews": self.previews.stats(), **live})]
 
 
 def added_entry(body: dict[str, Any]) -> dict[str, Any]:

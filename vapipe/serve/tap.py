@@ -21,6 +21,7 @@ from vapipe.pipeline.stage import Stage, StageConfig
 from vapipe.serve.event_hub import EventHub
 from vapipe.stages.events.records import frame_records, iso_time, message_record
 from vapipe.stages.media.draw import annotate
+from vapipe.stages.media.live import LiveSettings, LiveStream
 
 RATE_WINDOW_S = 5.0
 
@@ -54,7 +55,14 @@ class ServiceTap(Stage):
         super().__init__(name, StageConfig())
         self.hub = hub
         self.views: dict[str, StreamView] = {}
+        self.live: dict[str, LiveStream] = {}
+        """The page's live videos, by stream, each made when first watched (without a
+        ``live`` node in the graph)."""
         self._lock = threading.Lock()
+
+    @classmethod
+    def writes_pictures(cls, config: Any) -> bool:
+        return True  # previews, snapshots and live streams of what it sees
 
     def view(self, source_id: str) -> StreamView:
         with self._lock:
@@ -65,6 +73,9 @@ class ServiceTap(Stage):
         view.frames += 1
         view.arrivals.append(time.monotonic())
         view.latest = frame
+        live = self.live.get(frame.source_id)
+        if live is not None:
+            live.offer(frame)
         view.state = "running"
         view.last_event_time = iso_time(frame.capture_time)
         if frame.analytics is not None:
@@ -84,7 +95,28 @@ class ServiceTap(Stage):
         if message.kind == "source_removed":
             with self._lock:
                 self.views.pop(message.source_id, None)
+                live = self.live.pop(message.source_id, None)
+            if live is not None:
+                live.close()
         return ()
+
+    def live_stream(self, source_id: str) -> LiveStream:
+        with self._lock:
+            live = self.live.get(source_id)
+            if live is None:
+                live = self.live[source_id] = LiveStream(source_id, LiveSettings())
+            return live
+
+    def live_stats(self) -> dict[str, Any]:
+        with self._lock:
+            streams = dict(self.live)
+        return {source_id: live.stats() for source_id, live in streams.items()}
+
+    def close(self) -> None:
+        with self._lock:
+            streams, self.live = list(self.live.values()), {}
+        for live in streams:
+            live.close()
 
     def forget(self, source_id: str) -> None:
         with self._lock:

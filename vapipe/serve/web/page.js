@@ -59,9 +59,11 @@ function tile(stream) {
     element.innerHTML = `<div class="preview"><img alt="${stream.id}">` +
       `<span class="wait">waiting for the first frame…</span></div><div class="info"><b class="id"></b>` +
       `<span class="state"></span><span class="fps"></span><span class="counts"></span>` +
+      `<button type="button" class="live-button">Live</button><span class="latency"></span>` +
       `<button type="button" class="remove">Remove</button></div>`;
     element.querySelector(".id").textContent = stream.id;
     element.querySelector(".remove").onclick = () => removeStream(stream.id);
+    element.querySelector(".live-button").onclick = () => playLive(entry, stream.id);
     element.querySelector("img").onclick = () => openEditor(stream.id);
     document.getElementById("grid").appendChild(element);
     entry = { element, url: null, busy: false };
