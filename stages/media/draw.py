@@ -192,3 +192,19 @@ def draw_motion(canvas: np.ndarray, mask: np.ndarray | None, *, still: bool) -> 
         canvas[moving] = (canvas[moving] * 0.55 + MOTION_TINT * 0.45).astype(np.uint8)
     if still:
         _label(canvas, "still", (4, canvas.shape[0] - 6))
+
+
+def annotated_jpeg(frame: Frame, width: int, quality: int = 80) -> bytes:
+    """The frame annotated as the video sink draws it, at most ``width`` wide, as JPEG (the
+    service's previews, Home Assistant's camera)."""
+    picture = annotate(frame)
+    height, full = picture.shape[:2]
+    if full > width:
+        size = (width, max(2, round(height * width / full)))
+        picture = cv2.resize(picture, size, interpolation=cv2.INTER_AREA)
+    ok, encoded = cv2.imencode(
+        ".jpg", np.ascontiguousarray(picture), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
+    if not ok:
+        raise RuntimeError("JPEG encoding failed")
+    return encoded.tobytes()

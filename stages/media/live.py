@@ -130,7 +130,7 @@ class LiveStream:
     def offer(self, frame: Frame) -> None:
         """The stream's newest frame (never waits; an older one not yet encoded is skipped)."""
         with self.lock:
-            if self.newest is not None:
+            if self.newest is not None and self.watched():
                 self.skipped += 1
             self.newest = frame
             self.lock.notify()
@@ -185,8 +185,9 @@ class LiveStream:
         last = 0.0
         while True:
             with self.lock:
+                # Nobody watching: nothing is encoded (the newest frame is only held, for a
+                # viewer who comes).
                 while self.running and (self.newest is None or not self.watched()):
-                    self.newest = None  # nobody watches: nothing kept, nothing encoded
                     self.lock.wait(0.5)
                 if not self.running:
                     break

@@ -11,7 +11,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from vapipe.pipeline.frame import Frame
 from vapipe.stages.events.records import Record
+from vapipe.stages.media.draw import annotated_jpeg
 from vapipe.stages.sinks.home_assistant import Discovery, Outgoing
 
 log = logging.getLogger(__name__)
@@ -28,12 +30,32 @@ class Announcer:
         self.waiting: dict[str, Outgoing] = {}
         self.manifest_read = False
         self.announced = self.published = self.acknowledged = self.removed = 0
+        self.pictured: dict[str, float] = {}
+        """Source -> the stream time of its camera's last picture."""
+        self.pictures = 0
 
     def offer(self, record: Record) -> None:
         with self.lock:
             messages = self.discovery.update(record)
             self._wait(messages)
         self.announced += len(messages)
+
+    def picture(self, frame: Frame) -> None:
+        """The frame as its source's camera picture, when ``camera_s`` has passed since the
+        last one (annotated as the video sink draws it, ``camera_width`` wide, JPEG)."""
+        settings = self.discovery.config
+        last = self.pictured.get(frame.source_id)
+        if not settings.camera_s or (
+            last is not None and 0 <= frame.pts - last < settings.camera_s
+        ):
+            return
+        self.pictured[frame.source_id] = frame.pts
+        jpeg = annotated_jpeg(frame, settings.camera_width)
+        with self.lock:
+            messages = self.discovery.camera(frame.source_id, jpeg)
+            self._wait(messages)
+        self.announced += len(messages)
+        self.pictures += 1
 
     def subscribe(self, client: Any) -> None:
         """On every connection: Home Assistant's restarts and, until read, the manifest."""
@@ -72,6 +94,7 @@ class Announcer:
         broker, ``removed`` topics of streams no longer configured."""
         return {
             "announced": self.announced,
+            "camera_pictures": self.pictures,
             "published": self.published,
             "acknowledged": self.acknowledged,
             "removed": self.removed,

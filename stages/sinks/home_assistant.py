@@ -7,7 +7,7 @@ publish (topic, payload, retain) and remembers everything it announced, so that 
 publish it all again on every (re)connection: the broker or Home Assistant may have lost it,
 and the sink's outbox drops its oldest records when full. The payloads follow Home
 Assistant's documented discovery schema (https://www.home-assistant.io/integrations/mqtt/,
-per component: sensor.mqtt, binary_sensor.mqtt, image.mqtt).
+per component: sensor.mqtt, binary_sensor.mqtt, image.mqtt, camera.mqtt).
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class HomeAssistantConfig(StageConfig):
     source's latest event picture); ``""``: no image entity."""
     snapshot_wait_s: float = Field(5.0, ge=0, le=60)
     """How long to wait for an event's picture to be written before skipping it."""
+    camera_s: float = Field(2.0, ge=0, le=3600)
+    """Each source is also a camera entity showing its latest annotated picture (redacted,
+    behind a redact node), sent every this many seconds of the stream; 0: no camera."""
+    camera_width: int = Field(640, ge=64, le=3840)
+    """The camera picture's width (scaled down, aspect kept)."""
 
     @field_validator("prefix", "id")
     @classmethod
@@ -57,6 +62,8 @@ class Outgoing:
     payload: str
     retain: bool = True
     file: Path | None = None
+    data: bytes | None = None
+    """A binary payload instead (a camera's JPEG)."""
 
 
 class Entity(NamedTuple):
@@ -144,6 +151,15 @@ class Discovery:
             out.append(self.manifest())
         return out
 
+    def camera(self, source_id: str, jpeg: bytes) -> list[Outgoing]:
+        """The source's camera entity (announced once) and its newest picture."""
+        if source_id not in self.sources:
+            self.sources[source_id] = Source(slug(source_id))
+        out = self._new(source_id, [Entity("camera", "camera", "live")])
+        if out:
+            out.append(self.manifest())
+        return [*out, Outgoing(self.topic(source_id, "camera"), "", True, data=jpeg)]
+
     def remove(self, source_id: str) -> list[Outgoing]:
         """Empty retained payloads: Home Assistant deletes the entities, the broker the states."""
         if source_id not in self.sources:
@@ -185,7 +201,9 @@ class Discovery:
         return [*out, self.manifest()] if out else []
 
     def _topics(self, source_id: str) -> list[str]:
-        kept = [self.topic(source_id, what) for what in ("state", "available", "snapshot")]
+        kept = [
+            self.topic(source_id, what) for what in ("state", "available", "snapshot", "camera")
+        ]
         return [*self.sources[source_id].configs, *kept]
 
     def _availability(self, source_id: str, up: bool) -> list[Outgoing]:
@@ -291,6 +309,8 @@ class Discovery:
         if component == "image":
             payload["image_topic"] = self.topic(source_id, "snapshot")
             payload["content_type"] = "image/jpeg"
+        elif component == "camera":
+            payload["topic"] = self.topic(source_id, "camera")
         else:
             payload["state_topic"] = self.topic(source_id, "state")
             payload["value_template"] = f"{{{{ value_json['{entity_key}'] }}}}"

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 
 from vapipe.pipeline.errors import ConfigError, MissingDependencyError
+from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageContext
 from vapipe.stages.events.outbox import Reachability
@@ -91,6 +92,19 @@ class MqttSink(OutboxSink):
     non_finite: NonFinite | None = None
     unacknowledged: int | None = None
     """Set when it closes: what the broker never acknowledged."""
+
+    def __init__(self, name: str, config: MqttConfig) -> None:
+        super().__init__(name, config)
+        self.reads_pixels = self.writes_pictures(config)  # the camera's pictures
+
+    @classmethod
+    def writes_pictures(cls, config: MqttConfig) -> bool:
+        return config.home_assistant is not None and config.home_assistant.camera_s > 0
+
+    def process(self, frame: Frame) -> tuple[Frame]:
+        if self.announcer is not None and self.reads_pixels:
+            self.announcer.picture(frame)
+        return super().process(frame)
 
     @classmethod
     def check_for_sources(cls, config: MqttConfig, source_ids: Sequence[str]) -> None:
@@ -220,7 +234,7 @@ class MqttSink(OutboxSink):
     def _publish(self, message: Outgoing, home_assistant: bool = False) -> bool:
         """Handed to paho (or dropped as unpublishable); False: give it back, try later."""
         paho = self._paho
-        payload: str | bytes = message.payload
+        payload: str | bytes = message.payload if message.data is None else message.data
         if message.file is not None:
             picture = self._picture(message.file)
             if picture is None:

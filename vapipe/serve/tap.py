@@ -13,14 +13,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import cv2
-import numpy as np
-
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.stage import Stage, StageConfig
 from vapipe.serve.event_hub import EventHub
 from vapipe.stages.events.records import frame_records, iso_time, message_record
-from vapipe.stages.media.draw import annotate
+from vapipe.stages.media.draw import annotated_jpeg
 from vapipe.stages.media.live import LiveSettings, LiveStream
 
 RATE_WINDOW_S = 5.0
@@ -125,14 +122,4 @@ class ServiceTap(Stage):
 
 def render(frame: Frame, width: int, quality: int = 80) -> bytes:
     """The frame annotated as the video sink draws it, ``width`` wide, as JPEG."""
-    picture = annotate(frame)
-    height, full = picture.shape[:2]
-    if full > width:
-        size = (width, max(2, round(height * width / full)))
-        picture = cv2.resize(picture, size, interpolation=cv2.INTER_AREA)
-    ok, encoded = cv2.imencode(
-        ".jpg", np.ascontiguousarray(picture), [cv2.IMWRITE_JPEG_QUALITY, quality]
-    )
-    if not ok:
-        raise RuntimeError("JPEG encoding failed")
-    return encoded.tobytes()
+    return annotated_jpeg(frame, width, quality)
