@@ -76,6 +76,7 @@ def test_home_assistant_makes_devices_and_entities_of_the_service(tmp_path: Path
     kept = {e["unique_id"]: e["entity_id"] for e in entities["entities"] if e["platform"] == "mqtt"}
     assert kept["vapipe_cam_line_road_westbound"] == "sensor.cam_road_westbound"
     assert kept["vapipe_cam_snapshot"] == "image.cam_latest_event"
+    assert kept["vapipe_cam_camera"] == "camera.cam_live"  # the latest annotated picture
     assert not [u for u in kept if u.startswith("vapipe_b_")], "the removed stream's entities"
     deleted = {e["unique_id"] for e in entities["deleted_entities"]}
     assert "vapipe_b_objects" in deleted

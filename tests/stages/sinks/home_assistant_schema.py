@@ -3,7 +3,7 @@ topic layout, the keys each component takes and the values its enumerations allo
 
 Sources (read 2026-12-06): https://www.home-assistant.io/integrations/mqtt/ ("Discovery
 topic", "Discovery payload", availability, device, origin), sensor.mqtt, binary_sensor.mqtt,
-image.mqtt, and the sensor / binary sensor device and state classes pages."""
+image.mqtt, camera.mqtt, and the sensor / binary sensor device and state classes pages."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ COMPONENTS = {
     ),
     "image": (set(), {"image_topic", "url_topic", "content_type", "image_encoding",
                       "url_template"}),
+    "camera": ({"topic"}, {"image_encoding"}),
 }  # fmt: skip
 STATE_CLASSES = {"measurement", "total", "total_increasing"}
 BINARY_DEVICE_CLASSES = {"motion", "occupancy", "presence", "moving", "problem", "running"}
