@@ -46,6 +46,9 @@ class LiveSettings:
     """Pictures a viewer may fall behind before it skips to the next keyframe."""
     threads: int = 1
     """Encoder threads per stream."""
+    stalled_s: float = 10.0
+    """A viewer that has taken nothing for this long while pictures came is let go (a
+    client gone without its connection saying so)."""
 
 
 class Viewer:
@@ -59,8 +62,14 @@ class Viewer:
         self.skipping = False  # fell behind: waits for the next keyframe
         self.closed = False
         self.sent = self.dropped = 0
+        self.last_taken = time.monotonic()
         if first:
             self.items.append(first)
+
+    def stalled(self, now: float, after_s: float) -> bool:
+        """It has taken nothing for ``after_s`` though there was something to take."""
+        with self.cond:
+            return bool(self.items or self.skipping) and now - self.last_taken > after_s
 
     def put(self, data: bytes, keyframe: bool) -> None:
         with self.cond:
@@ -87,6 +96,7 @@ class Viewer:
             if not self.items:
                 return None
             self.sent += 1
+            self.last_taken = time.monotonic()
             return self.items.popleft()
 
     def close(self) -> None:
@@ -118,7 +128,7 @@ class LiveStream:
         self.want_keyframe = True
         self.epoch: float | None = None
         """Wall-clock time of media time 0 (a viewer's latency: now - epoch - media time)."""
-        self.encoded = self.skipped = 0
+        self.encoded = self.skipped = self.let_go = 0
         self.encode_s = 0.0
         self.last_pts = -1
         self.running = True
@@ -225,16 +235,22 @@ class LiveStream:
         with self.lock:
             keyframe, self.want_keyframe = self.want_keyframe, False
         units = self.encoder.encode(np.asarray(picture), pts, keyframe)
+        with self.lock:
+            viewers = list(self.mp4_viewers)
         for unit in units:
             if self.on_unit is not None:
                 self.on_unit(self.source_id, unit.data, unit.keyframe)
             fragments = self.mp4.add(unit)
             with self.lock:
-                viewers = list(self.mp4_viewers)
                 self.lock.notify_all()  # the header, once written
             for data, starts_gop in fragments:
                 for viewer in viewers:
                     viewer.put(data, starts_gop)
+        now = time.monotonic()
+        for viewer in viewers:
+            if viewer.stalled(now, settings.stalled_s):
+                self.leave(viewer)
+                self.let_go += 1
         self.encoded += 1
         self.encode_s += time.thread_time() - started
 
@@ -263,4 +279,5 @@ class LiveStream:
             "encode_cpu_s": round(self.encode_s, 3),
             "viewers": len(viewers) + self.external_watchers(),
             "viewer_dropped": sum(viewer.dropped for viewer in viewers),
+            "viewers_let_go": self.let_go,
         }

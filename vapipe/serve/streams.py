@@ -273,7 +273,16 @@ class Service(Streams):
             # Why it is down, else why a camera is not open now (reconnecting): one line.
             "error": (node.error or (status.last_error if status else None)) if node else None,
             "counts": view.counts,
+            **self._live_of(stream_id),
         }
+
+    def _live_of(self, stream_id: str) -> dict[str, Any]:
+        """The stream's live video, once anyone asked for it: encoded, viewers now."""
+        live = self.tap.live.get(stream_id)
+        for stage in self.runner.stages.values():
+            if isinstance(stage, LiveSink):
+                live = stage.streams.get(stream_id)
+        return {"live": live.stats()} if live is not None else {}
 
     def _dropped(self, stream_id: str) -> int:
         total = 0

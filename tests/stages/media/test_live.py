@@ -185,3 +185,19 @@ def test_at_most_fps_pictures_a_second_are_encoded() -> None:
         stream.leave(viewer)
     finally:
         stream.close()
+
+
+def test_a_viewer_that_takes_nothing_is_let_go() -> None:
+    stream = LiveStream("cam", LiveSettings(fps=100, stalled_s=0.2))
+    try:
+        gone = stream.watch_mp4()  # never reads: a client that went away unannounced
+        reading = stream.watch_mp4()
+        index = 0
+        while not gone.closed:
+            stream.offer(frame(index, 1000 + index / 25))
+            index += 1
+            reading.get(0.05)
+        assert stream.stats()["viewers"] == 1 and stream.stats()["viewers_let_go"] == 1
+        assert not reading.closed
+    finally:
+        stream.close()
