@@ -43,6 +43,7 @@ MARKERS = {
     "tested: service": "the service started, each curl line run (tests/e2e/test_docs_service.py)",
     "tested: ci": "the README's two commands, run by .ci/run as written",
     "tested: rtsp": "run against a local RTSP server (tests/e2e/test_docs_rtsp.py)",
+    "tested: live": "run, its RTSP address played by PyAV (tests/e2e/test_docs_live.py)",
     "checked: docker": "no container engine here: files, images and arguments checked",
     "checked: pip": "every package named is resolved on the registry (tests/test_docs_pip.py)",
     "checked: bench": "the wheel built as tests/test_packaging.py does; the flags parsed",

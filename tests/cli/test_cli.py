@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import onnxruntime as ort
 import pyopencl as cl
@@ -29,6 +30,34 @@ def test_doctor_reports_providers_opencl_and_codecs(capsys: pytest.CaptureFixtur
     if not devices:
         assert "no platforms or devices" in out or "unavailable" in out
     assert "PyAV" in out and "libavcodec" in out and "hardware decoders built in:" in out
+
+
+def test_doctor_says_whether_live_streams_can_be_served_over_rtsp(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from vapipe.stages.media import rtsp_out
+
+    assert main(["doctor"]) == 0
+    found = rtsp_out.gst_python()
+    out = capsys.readouterr().out
+    assert (f"RTSP: yes, GStreamer's RTSP server through {found}" in out) == (found is not None)
+    # A machine without it is told what to install
+    monkeypatch.setattr(rtsp_out, "gst_python", lambda wanted=None: None)
+    assert main(["doctor"]) == 0
+    assert (
+        "RTSP: no; GStreamer's RTSP server for the system Python is missing (Debian/Ubuntu: "
+        "apt install python3-gi gir1.2-gst-rtsp-server-1.0" in capsys.readouterr().out
+    )
+
+
+def test_gst_python_takes_only_a_python_that_imports_the_rtsp_server(tmp_path: Path) -> None:
+    from vapipe.stages.media.rtsp_out import gst_python
+
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    assert gst_python(str(fake)) is None
+    assert gst_python(str(tmp_path / "none")) is None
 
 
 def test_stages_lists_keys_with_docs(capsys: pytest.CaptureFixture[str]) -> None:

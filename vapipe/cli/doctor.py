@@ -36,6 +36,7 @@ def report(out: Callable[[str], None] = print, root: Path = Path("/")) -> int:
     _opencl(out)
     _pyav(out)
     _device_decoders(out)
+    _rtsp_server(out)
     _torch(out)
     _plugins(out)
     return 0
@@ -189,6 +190,18 @@ def _pyav(out: Callable[[str], None]) -> None:
     hwaccel = getattr(getattr(av, "codec", None), "hwaccel", None)
     if hwaccel is not None and hasattr(hwaccel, "hwdevices_available"):
         out(f"  hardware device types: {', '.join(hwaccel.hwdevices_available()) or 'none'}")
+
+
+def _rtsp_server(out: Callable[[str], None]) -> None:
+    """The ``live`` node's RTSP server: GStreamer's, run by a Python that imports it."""
+    from vapipe.stages.media.rtsp_out import INSTALL_HINT, gst_python
+
+    out("\nLive streams (the live node)")
+    python = gst_python()
+    if python is None:
+        out(f"  RTSP: no; {INSTALL_HINT}. The page's live video works without it.")
+    else:
+        out(f"  RTSP: yes, GStreamer's RTSP server through {python}")
 
 
 DEVICE_KINDS = ("GPU", "CPU", "ACCELERATOR", "CUSTOM")
