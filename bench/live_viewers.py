@@ -4,8 +4,8 @@ node, watched by 0, 1, 4 and 16 clients at once, over RTSP (PyAV, as VLC or ffpl
 and over HTTP as fragmented MP4 (the page's stream, read by PyAV). Each client reads the
 number back from every picture it decodes: latency = when it had the picture - when that
 frame left the source's decoder (the frame event's time): glass to glass but the camera's
-own delay. CPU = the pipeline process's CPU seconds per second of the measured window (its
-own encoding and fan-out; the clients run in this process).
+own delay. CPU = the CPU seconds per second of the measured window of the pipeline process
+and its RTSP server process (encoding once, fan-out; the clients run in this process).
 
     python bench/live_viewers.py --seconds 20
 
@@ -106,8 +106,17 @@ class Client:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of the process and its children now (the RTSP server is one)."""
+    total = 0.0
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    kids = children.read_text().split() if children.exists() else []
+    for one in [pid, *map(int, kids)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -195,6 +204,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--fps", type=float, default=15.0)
     parser.add_argument("--viewers", default="0,1,4,16")
+    parser.add_argument("--protocols", default="rtsp,http")
     parser.add_argument(
         "--out", type=Path, default=REPO / "bench" / "results" / "live_viewers.json"
     )
@@ -206,7 +216,7 @@ def main() -> None:
         frames = round((len(counts) * 2 * (args.seconds + 10)) * 24) // len(counts) + 600
         stamped_clip(Path(os.environ.get("VAPIPE_ASSETS", REPO.parent / "shared"))
                      / "media" / "people.mp4", clip, min(frames, 4000))  # fmt: skip
-        for protocol in ("rtsp", "http"):
+        for protocol in args.protocols.split(","):
             for viewers in counts:
                 folder = Path(scratch) / f"{protocol}-{viewers}"
                 result = one_run(clip, folder, protocol, viewers, args.seconds, args.fps)

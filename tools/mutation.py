@@ -263,6 +263,12 @@ MODULES: dict[str, list[str]] = {
     # Issue 64's new modules and rules.
     "vapipe/serve/previews.py": ["tests/serve/test_previews.py"],
     "stages/media/text.py": ["tests/stages/media/test_text.py"],
+    "stages/media/redaction.py": [
+        "tests/stages/media/test_redaction.py",
+        "tests/stages/redact/test_stage.py",
+    ],
+    "stages/redact/stage.py": ["tests/stages/redact/test_stage.py"],
+    "stages/media/live.py": ["tests/stages/media/test_live.py"],
     "pipeline/graph.py": [
         "tests/pipeline/test_config.py",
         "tests/pipeline/test_wiring.py",
