@@ -199,7 +199,7 @@ class LiveStream:
                 # viewer who comes).
                 while self.running and (self.newest is None or not self.watched()):
                     self.lock.wait(0.5)
-                if not self.running:
+                if not self.running or self.newest is None:
                     break
                 frame, self.newest = self.newest, None
             wait = last + interval - time.monotonic()

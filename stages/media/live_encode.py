@@ -87,12 +87,12 @@ class H264:
         if picture.shape[1::-1] != self.size:
             picture = cv2.resize(picture, self.size, interpolation=cv2.INTER_AREA)
         yuv = cv2.cvtColor(np.ascontiguousarray(picture), cv2.COLOR_BGR2YUV_I420)
-        frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
+        frame = av.VideoFrame.from_ndarray(yuv.astype(np.uint8, copy=False), format="yuv420p")
         frame.pts, frame.time_base = pts, TIME_BASE
         if keyframe:
             frame.pict_type = PictureType.I
         return [
-            Unit(bytes(packet), bool(packet.is_keyframe), int(packet.pts))
+            Unit(bytes(packet), bool(packet.is_keyframe), int(packet.pts or 0))
             for packet in self.codec.encode(frame)
         ]
 

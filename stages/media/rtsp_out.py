@@ -97,11 +97,11 @@ class RtspServer:
         self._writer.start()
 
     def _wait_ready(self, settings: RtspSettings) -> int:
-        assert self.process.stdout is not None
+        stdout = self.process.stdout
+        assert stdout is not None
         result: list[str] = []
         reader = threading.Thread(
-            target=lambda: result.append(self.process.stdout.readline().decode()),  # type: ignore[union-attr]
-            daemon=True,
+            target=lambda: result.append(stdout.readline().decode()), daemon=True
         )
         reader.start()
         reader.join(START_TIMEOUT_S)

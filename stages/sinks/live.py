@@ -35,6 +35,7 @@ class LiveConfig(StageConfig):
     rtsp_user: str | None = None
     """With ``rtsp_password``: clients must log in (basic authentication)."""
     rtsp_password: str | None = None
+    """With ``rtsp_user``: the password clients must give (never logged)."""
     python: str | None = None
     """The Python that runs GStreamer's RTSP server; default: $VAPIPE_GST_PYTHON, else
     /usr/bin/python3, else python3 on the PATH."""

@@ -47,8 +47,11 @@ def test_a_run_announces_its_camera_and_keeps_its_counts(tmp_path: Path) -> None
             "zone_crossing_occupied", "snapshot"} <= set(by_key)  # fmt: skip
     state = json.loads(kept["vapipe/cam/state"])
     for key, entity in by_key.items():
-        if key != "snapshot":
+        if key not in ("snapshot", "camera"):
             assert template_key(entity["value_template"]) in state, key
+    # the camera entity: the latest annotated picture of the stream, a JPEG
+    assert by_key["camera"]["topic"] == "vapipe/cam/camera"
+    assert kept["vapipe/cam/camera"][:3] == b"\xff\xd8\xff"
     events = read_events(tmp_path / "out" / "cam.jsonl")
     crossings = [e for e in events if e["event"] == "line_cross"]
     assert crossings, "no crossing to count"

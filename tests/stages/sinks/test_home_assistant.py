@@ -137,7 +137,8 @@ def test_a_removed_source_empties_every_retained_topic_it_had() -> None:
     assert set(json.loads(manifest.payload)["sources"]) == {"door"}
     assert all(m.payload == "" and m.retain for m in gone)
     assert {m.topic for m in gone} == {
-        *announced, "vapipe/cam/state", "vapipe/cam/available", "vapipe/cam/snapshot"
+        *announced, "vapipe/cam/state", "vapipe/cam/available", "vapipe/cam/snapshot",
+        "vapipe/cam/camera",
     }  # fmt: skip
     assert ha.update({"event": "source_removed", "source_id": "cam"}) == []
     assert all("/cam/" not in m.topic and "_cam/" not in m.topic for m in ha.everything())
