@@ -44,8 +44,9 @@ def hidden(
         out = np.empty_like(patch)
         out[...] = color
         return out
-    # ``cells`` across the shorter side: a region's own scale, whatever its size.
-    step = max(1.0, min(height, width) / cells)
+    # ``cells`` across the shorter side: a region's own scale, whatever its size; at least
+    # two pixels a cell, so that a region smaller than ``cells`` pixels still changes.
+    step = max(2.0, min(height, width) / cells)
     small = (max(1, round(width / step)), max(1, round(height / step)))
     coarse = cv2.resize(patch, small, interpolation=cv2.INTER_AREA)
     if method == "pixelate":
@@ -61,7 +62,7 @@ def hide_box(
     xyxy: np.ndarray,
     method: Method,
     cells: int,
-    color: tuple[int, int, int] = (0, 0, 0),
+    color: tuple[int, int, int],
 ) -> bool:
     """Hides the box (frame pixels) in ``image``; False when it lies outside the frame."""
     height, width = image.shape[:2]
@@ -78,7 +79,7 @@ def hide_polygon(
     points: np.ndarray,
     method: Method,
     cells: int,
-    color: tuple[int, int, int] = (0, 0, 0),
+    color: tuple[int, int, int],
 ) -> bool:
     """Hides the polygon (N x 2 frame pixels) in ``image``; False when it lies outside."""
     height, width = image.shape[:2]

@@ -4,10 +4,19 @@ hidden through their mask, and regions outside the frame are clipped or refused.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from vapipe.stages.media.redaction import clip_box, grown, hidden, hide_box, hide_polygon
+from vapipe.stages.media.redaction import (
+    Method,
+    clip_box,
+    grown,
+    hidden,
+    hide_box,
+    hide_polygon,
+)
 
 
 def texture(height: int = 120, width: int = 160, seed: int = 0) -> np.ndarray:
@@ -27,6 +36,9 @@ def test_clip_box_covers_the_box_in_whole_pixels_inside_the_frame() -> None:
     assert clip_box(np.array([90, 40, 130, 80]), 100, 50) == (90, 40, 100, 50)
     assert clip_box(np.array([100, 10, 120, 20]), 100, 50) is None  # right of the frame
     assert clip_box(np.array([10, 10, 10, 20]), 100, 50) is None  # no width
+    assert clip_box(np.array([10, 10, 20, 10]), 100, 50) is None  # no height
+    assert clip_box(np.array([10, -30, 20, -10]), 100, 50) is None  # above the frame
+    assert clip_box(np.array([10, 10, 11, 11]), 100, 50) == (10, 10, 11, 11)  # one pixel
 
 
 def test_grown_adds_a_fraction_of_each_side() -> None:
@@ -91,3 +103,31 @@ def test_regions_outside_the_frame_change_nothing() -> None:
     far = np.array([[300, 300], [400, 300], [400, 400]], np.float32)
     assert not hide_polygon(image, far, "fill", 6, (0, 0, 0))
     assert (image == before).all()
+
+
+def test_pixelate_cells_follow_the_shorter_side_exactly() -> None:
+    # 30 x 70, 4 cells down: cells of 7.5 pixels, so 70 / 7.5 -> 9 across (not 10 of 7)
+    out = hidden(texture(30, 70), "pixelate", 4, (0, 0, 0))
+    columns = [tuple(out[0, x]) for x in range(70)]
+    runs = 1 + sum(a != b for a, b in itertools.pairwise(columns))
+    rows = [tuple(out[y, 0]) for y in range(30)]
+    assert runs == 9 and 1 + sum(a != b for a, b in itertools.pairwise(rows)) == 4
+
+
+def test_blur_is_smooth_where_pixelate_is_blocks() -> None:
+    patch = texture(60, 60)
+    blocks, smooth = hidden(patch, "pixelate", 4, (0, 0, 0)), hidden(patch, "blur", 4, (0, 0, 0))
+    # pixelate: 4 flat cells along a row; blur: a gradient, nearly every pixel its own value
+    assert len({tuple(p) for p in blocks[30]}) <= 4
+    assert len({tuple(p) for p in smooth[30]}) > 20
+    # and neither keeps the texture's pixel-to-pixel detail
+    assert detail(smooth) < detail(patch) / 4
+
+
+def test_a_region_smaller_than_the_cells_is_still_changed() -> None:
+    patch = texture(4, 12)
+    methods: tuple[Method, ...] = ("pixelate", "blur")
+    for method in methods:
+        out = hidden(patch, method, 6, (0, 0, 0))
+        assert out.shape == patch.shape
+        assert detail(out) < detail(patch) / 2  # cells of two pixels at least, not one
