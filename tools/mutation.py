@@ -267,7 +267,10 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/media/test_redaction.py",
         "tests/stages/redact/test_stage.py",
     ],
-    "stages/redact/stage.py": ["tests/stages/redact/test_stage.py"],
+    "stages/redact/stage.py": [
+        "tests/stages/redact/test_stage.py",
+        "tests/pipeline/test_redaction_graph.py",
+    ],
     "stages/media/live.py": ["tests/stages/media/test_live.py"],
     "pipeline/graph.py": [
         "tests/pipeline/test_config.py",

@@ -199,3 +199,68 @@ def test_a_removed_source_forgets_its_tracks() -> None:
     node.handle_message(Message("cam", "source_removed", 0.0))
     empty = frame([], [], pts=0.1)
     assert node.process(empty) == (empty,)
+
+
+def test_it_is_the_registered_redact_type_and_redacts() -> None:
+    from vapipe.pipeline.registry import lookup
+
+    assert lookup("redact") is RedactStage
+    assert RedactStage.redacts and not RedactStage.writes_pictures(RedactConfig(classes=["car"]))
+
+
+def test_its_counts_say_what_it_did() -> None:
+    node = stage(inside=True, method="fill")
+    node.process(frame([[10, 10, 90, 90]], [0], faces={}))  # no face: the person whole
+    node.process(frame([[10, 10, 90, 90]], [0], faces={0: [[30, 15, 50, 35]]}, pts=0.1))
+    node.process(frame([], [], pts=0.2))
+    assert node.stats() == {"frames": 3, "regions": 2, "whole_objects": 1, "held": 0}
+
+
+def test_other_messages_keep_the_held_tracks() -> None:
+    node = stage(classes=["person"], method="fill", grow=0.0, hold_s=5.0)
+    node.process(frame([[10, 10, 50, 60]], [0], tracks=[1]))
+    node.handle_message(Message("cam", "source_down", 0.0))
+    empty = frame([], [], pts=0.1)
+    (after,) = node.process(empty)
+    assert after is not empty  # still hidden where it was
+
+
+def test_an_area_of_another_source_listed_first_does_not_stop_the_rest() -> None:
+    node = stage(
+        areas=[
+            {"polygon": [[150, 50], [200, 50], [200, 100], [150, 100]], "source": "door"},
+            {"polygon": [[0, 0], [40, 0], [40, 40], [0, 40]]},
+        ],
+        method="fill",
+    )
+    cam = frame([], [])
+    (after,) = node.process(cam)
+    assert only_in(changed(cam, after), 0, 0, 40, 40)
+
+
+def test_a_frame_without_detections_gets_its_areas() -> None:
+    node = stage(areas=[{"polygon": [[0, 0], [40, 0], [40, 40], [0, 40]]}], method="fill")
+    bare = frame([], [])
+    bare.detections = None
+    (after,) = node.process(bare)
+    assert only_in(changed(bare, after), 0, 0, 40, 40)
+
+
+def test_which_tracks_are_held_and_for_how_long() -> None:
+    node = stage(classes=["person"], method="fill", grow=0.0, hold_s=0.5)
+    # track 0 is a track (held); -1 is an untracked detection (not held)
+    node.process(frame([[10, 10, 50, 60], [100, 10, 150, 60]], [0, 0], tracks=[0, -1], pts=1.0))
+    (held,) = node.process(empty := frame([], [], tracks=[], pts=1.5))  # exactly hold_s later
+    assert only_in(changed(empty, held), 10, 10, 50, 60)
+    # two tracks held, one seen again: the other is still hidden where it was
+    node = stage(classes=["person"], method="fill", grow=0.0, hold_s=0.5)
+    node.process(frame([[10, 10, 50, 60], [100, 10, 150, 60]], [0, 0], tracks=[1, 2], pts=1.0))
+    again = frame([[100, 10, 150, 60]], [0], tracks=[2], pts=1.2)
+    (after,) = node.process(again)
+    mask = changed(again, after)
+    assert mask[30, 30] and mask[30, 120]
+    # the same pts again (another frame at that time) keeps it; time going back drops it
+    (same,) = node.process(same_time := frame([], [], tracks=[], pts=1.2))
+    assert changed(same_time, same)[30, 30] and changed(same_time, same)[30, 120]
+    back = frame([], [], tracks=[], pts=0.5)
+    assert node.process(back) == (back,)
