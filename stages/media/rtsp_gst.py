@@ -8,12 +8,13 @@ import the system's ``gi``.
 
 It reads access units from stdin, each as a header (keyframe: 1 byte, mount name length:
 2 bytes, data length: 4 bytes, big-endian), the mount name and the H.264 access unit (Annex B),
-and serves each mount at rtsp://HOST:PORT/MOUNT. Every client gets a media of its own (an
-``appsrc`` fed the same units, which were encoded once), starting at a keyframe; a client whose
-queue fills up skips to the next keyframe, and no other client notices. It prints
-``ready PORT`` once listening, and ``watch MOUNT COUNT`` whenever a mount's clients change
-(the pipeline encodes a stream only while someone watches it) and ``key MOUNT`` when a new
-client waits for a keyframe.
+and serves each mount at rtsp://HOST:PORT/MOUNT; a header whose first byte is 2 adds a mount
+(a stream added to a running service) and is answered ``mounted MOUNT``. Every client gets a
+media of its own (an ``appsrc`` fed the same units, which were encoded once), starting at a
+keyframe; a client whose queue fills up skips to the next keyframe, and no other client
+notices. It prints ``ready PORT`` once listening, and ``watch MOUNT COUNT`` whenever a
+mount's clients change (the pipeline encodes a stream only while someone watches it) and
+``key MOUNT`` when a new client waits for a keyframe.
 """
 
 import os
@@ -28,6 +29,8 @@ gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 
 HEADER = struct.Struct(">BHI")
+ANNOUNCE = 2
+"""A header's first byte: 0 or 1, an access unit (1: a keyframe); 2, a new mount (no data)."""
 QUEUED_MOST = 60
 """Access units a client may have waiting before it skips to the next keyframe."""
 LAUNCH = (
@@ -111,20 +114,36 @@ def read_exactly(stream, size: int) -> bytes | None:
     return data
 
 
-def feed(mounts: dict, loop) -> None:
+def add_mount(server, mounts: dict, name: str, login: str | None) -> None:
+    """Serves ``name`` at /NAME (a media of its own per client)."""
+    mount = mounts[name] = Mount(name)
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(LAUNCH)
+    factory.set_shared(False)
+    factory.connect("media-configure", mount.configure)
+    if login:
+        require_login(server, factory, login)
+    server.get_mount_points().add_factory(f"/{name}", factory)
+
+
+def feed(server, mounts: dict, login: str | None, loop) -> None:
     stream = sys.stdin.buffer
     while True:
         header = read_exactly(stream, HEADER.size)
         if header is None:
             break
-        keyframe, name_size, size = HEADER.unpack(header)
+        kind, name_size, size = HEADER.unpack(header)
         name = read_exactly(stream, name_size)
         data = read_exactly(stream, size)
         if name is None or data is None:
             break
         mount = mounts.get(name.decode())
-        if mount is not None:
-            mount.push(data, bool(keyframe))
+        if kind == ANNOUNCE:
+            if mount is None:  # a stream added while the pipeline runs
+                add_mount(server, mounts, name.decode(), login)
+            say(f"mounted {name.decode()}")
+        elif mount is not None:
+            mount.push(data, bool(kind))
     loop.quit()  # the pipeline closed its end: the run is over
 
 
@@ -137,18 +156,11 @@ def main() -> None:
     login = os.environ.get("VAPIPE_RTSP_LOGIN")
     mounts = {}
     for name in names:
-        mount = mounts[name] = Mount(name)
-        factory = GstRtspServer.RTSPMediaFactory()
-        factory.set_launch(LAUNCH)
-        factory.set_shared(False)
-        factory.connect("media-configure", mount.configure)
-        if login:
-            require_login(server, factory, login)
-        server.get_mount_points().add_factory(f"/{name}", factory)
+        add_mount(server, mounts, name, login)
     if server.attach(None) == 0:
         sys.exit(f"cannot listen on {host}:{port}")
     loop = GLib.MainLoop()
-    threading.Thread(target=feed, args=(mounts, loop), daemon=True).start()
+    threading.Thread(target=feed, args=(server, mounts, login, loop), daemon=True).start()
     say(f"ready {server.get_bound_port()}")
     loop.run()
 

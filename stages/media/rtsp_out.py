@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 HELPER = Path(__file__).with_name("rtsp_gst.py")
 HEADER = struct.Struct(">BHI")
+ANNOUNCE = 2
+"""The first byte of a header that adds a mount (rtsp_gst.py)."""
 """Each unit's header to the server process: keyframe, mount name length, data length."""
 PROBE = (
     "import gi; gi.require_version('GstRtspServer', '1.0'); from gi.repository import GstRtspServer"
@@ -125,6 +127,17 @@ class RtspServer:
                 log.info("RTSP /%s: %s viewer(s)", words[1], words[2])
             elif len(words) == 2 and words[0] == "key" and words[1] in self.watchers:
                 self.wants_keyframe(words[1])
+
+    def add_mount(self, mount: str) -> None:
+        """Serves ``mount`` too (a stream added to a running service); at once if new."""
+        if mount in self.watchers:
+            return
+        self.watchers[mount] = 0
+        name = mount.encode()
+        try:
+            self.feed.put(HEADER.pack(ANNOUNCE, len(name), 0) + name, timeout=5)
+        except queue.Full:
+            log.warning("RTSP: /%s could not be added (the server process is behind)", mount)
 
     def send(self, mount: str, data: bytes, keyframe: bool) -> None:
         """Queues one access unit (never waits: dropped when the server process is behind)."""

@@ -73,6 +73,7 @@ class LiveSink(Stage):
         )  # fmt: skip
         self.streams: dict[str, LiveStream] = {}
         self.server: RtspServer | None = None
+        self.shown_host = cfg.rtsp_host or "0.0.0.0"
         if cfg.rtsp:
             login = None
             if cfg.rtsp_user is not None or cfg.rtsp_password is not None:
@@ -82,11 +83,10 @@ class LiveSink(Stage):
                 list(context.source_ids),
                 self._keyframe_wanted,
             )
-            shown = "0.0.0.0" if cfg.rtsp_host in ("", "0.0.0.0") else cfg.rtsp_host
             for source_id in context.source_ids:
                 log.info(
                     "%s: live stream at rtsp://%s:%d/%s",
-                    self.name, shown, self.server.port, source_id,
+                    self.name, self.shown_host, self.server.port, source_id,
                 )  # fmt: skip
 
     def stream(self, source_id: str) -> LiveStream:
@@ -94,6 +94,10 @@ class LiveSink(Stage):
         live = self.streams.get(source_id)
         if live is None:
             server = self.server
+            if server is not None and source_id not in server.watchers:
+                server.add_mount(source_id)  # a stream added to a running service
+                log.info("%s: live stream at rtsp://%s:%d/%s", self.name,
+                         self.shown_host, server.port, source_id)  # fmt: skip
             live = self.streams[source_id] = LiveStream(
                 source_id,
                 self.settings,
