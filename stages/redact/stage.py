@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from vapipe.pipeline.device_picture import DeviceNV12
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.object_results import BoxesInside
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import Stage, StageContext
 from vapipe.stages.media.redaction import clip_box, grown, hide_box, hide_polygon
+from vapipe.stages.media.redaction_nv12 import Nv12Redactor
 from vapipe.stages.objects.detect_inside import DetectInsideStage
 from vapipe.stages.redact.config import RedactConfig
 
@@ -45,6 +47,8 @@ class RedactStage(Stage):
         super().__init__(name, config)
         self.inside: DetectInsideStage | None = None
         self.frames = self.regions = self.whole_objects = self.held_regions = 0
+        self.on_device = 0
+        self.nv12: Nv12Redactor | None = None
 
     @classmethod
     def reads_results_of(cls, config: RedactConfig) -> tuple[str, ...]:
@@ -93,6 +97,13 @@ class RedactStage(Stage):
         self.frames += 1
         if not boxes and not state.areas:
             return (frame,)
+        picture = None if frame.image_made() else frame.i420()
+        if isinstance(picture, DeviceNV12):  # still in GPU memory: hidden there
+            if self.nv12 is None:
+                self.nv12 = Nv12Redactor(self.config.method, self.config.cells, self.color)
+            self.on_device += 1
+            self.regions += len(boxes)
+            return (with_planes(frame, self.nv12.redact(picture, boxes, state.areas)),)
         image = frame.image.copy()
         method, cells = self.config.method, self.config.cells
         for box in boxes:
@@ -176,6 +187,7 @@ class RedactStage(Stage):
             "regions": self.regions,
             "whole_objects": self.whole_objects,
             "held": self.held_regions,
+            "on_device": self.on_device,
         }
 
 
@@ -186,4 +198,14 @@ def redacted(frame: Frame, image: np.ndarray) -> Frame:
     for held in ("_yuv", "_planes"):
         out.__dict__.pop(held, None)
     out.__dict__["_image"] = image
+    return out
+
+
+def with_planes(frame: Frame, picture: DeviceNV12) -> Frame:
+    """A copy of ``frame`` whose picture is ``picture`` (still on its device), none of the
+    original's pixels kept."""
+    out = copy.copy(frame)
+    for held in ("_image", "_yuv"):
+        out.__dict__.pop(held, None)
+    out.__dict__["_planes"] = picture
     return out

@@ -213,7 +213,9 @@ def test_its_counts_say_what_it_did() -> None:
     node.process(frame([[10, 10, 90, 90]], [0], faces={}))  # no face: the person whole
     node.process(frame([[10, 10, 90, 90]], [0], faces={0: [[30, 15, 50, 35]]}, pts=0.1))
     node.process(frame([], [], pts=0.2))
-    assert node.stats() == {"frames": 3, "regions": 2, "whole_objects": 1, "held": 0}
+    assert node.stats() == {
+        "frames": 3, "regions": 2, "whole_objects": 1, "held": 0, "on_device": 0
+    }  # fmt: skip
 
 
 def test_other_messages_keep_the_held_tracks() -> None:
