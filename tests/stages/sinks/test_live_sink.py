@@ -46,7 +46,8 @@ class Feeder:
 
 def play(url: str, count: int = 3) -> list[np.ndarray]:
     options = {"rtsp_transport": "tcp", "fflags": "nobuffer"}
-    with av.open(url, options=options, timeout=30) as container:
+    # (a generous timeout: on a loaded 2-core machine the first keyframe can take a while)
+    with av.open(url, options=options, timeout=120) as container:
         pictures = []
         for picture in container.decode(video=0):
             pictures.append(picture.to_ndarray(format="bgr24"))
