@@ -12,6 +12,7 @@ loaded machine break it for good (every later DESCRIBE failed: "Invalid data fou
 """
 
 import sys
+from pathlib import Path
 
 import gi
 
@@ -19,20 +20,11 @@ gi.require_version("Gst", "1.0")
 gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 
-
-def require_login(server: GstRtspServer.RTSPServer, factory, login: str) -> None:
-    """Basic authentication: only ``user:password`` may play the stream."""
-    user, _, password = login.partition(":")
-    auth = GstRtspServer.RTSPAuth()
-    token = GstRtspServer.RTSPToken()
-    token.set_string(GstRtspServer.RTSP_TOKEN_MEDIA_FACTORY_ROLE, "viewer")
-    auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
-    server.set_auth(auth)
-    permissions = GstRtspServer.RTSPPermissions()
-    permissions.add_role_from_structure(Gst.Structure.new_empty("viewer"))
-    permissions.add_permission_for_role("viewer", "media.factory.access", True)
-    permissions.add_permission_for_role("viewer", "media.factory.construct", True)
-    factory.set_permissions(permissions)
+# Basic authentication as the live node's own RTSP server does it (stages/media/rtsp_gst.py,
+# also run by the system's Python): beside this file in the camera image, else in the tree.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "stages" / "media")]
+from rtsp_gst import require_login  # noqa: E402
 
 
 def main() -> None:

@@ -91,6 +91,8 @@ class Mount:
 
 
 def require_login(server, factory, login: str) -> None:
+    """Basic authentication: only ``user:password`` may play what ``factory`` serves (also
+    the test camera's, tests/rtsp_server.py)."""
     user, _, password = login.partition(":")
     auth = GstRtspServer.RTSPAuth()
     token = GstRtspServer.RTSPToken()
