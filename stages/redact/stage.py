@@ -103,7 +103,7 @@ class RedactStage(Stage):
                 self.nv12 = Nv12Redactor(self.config.method, self.config.cells, self.color)
             self.on_device += 1
             self.regions += len(boxes)
-            return (with_planes(frame, self.nv12.redact(picture, boxes, state.areas)),)
+            return (redacted(frame, self.nv12.redact(picture, boxes, state.areas)),)
         image = frame.image.copy()
         method, cells = self.config.method, self.config.cells
         for box in boxes:
@@ -191,21 +191,12 @@ class RedactStage(Stage):
         }
 
 
-def redacted(frame: Frame, image: np.ndarray) -> Frame:
-    """A copy of ``frame`` whose picture is ``image``: the same metadata (shared, as a frame
-    on two branches shares it), none of the original's pixels (its decoded planes dropped)."""
+def redacted(frame: Frame, picture: np.ndarray | DeviceNV12) -> Frame:
+    """A copy of ``frame`` whose picture is ``picture`` (a host image, or NV12 still on its
+    device): the same metadata (shared, as a frame on two branches shares it), none of the
+    original's pixels (its image, I420 array and decoded planes all dropped)."""
     out = copy.copy(frame)
-    for held in ("_yuv", "_planes"):
+    for held in ("_image", "_yuv", "_planes"):
         out.__dict__.pop(held, None)
-    out.__dict__["_image"] = image
-    return out
-
-
-def with_planes(frame: Frame, picture: DeviceNV12) -> Frame:
-    """A copy of ``frame`` whose picture is ``picture`` (still on its device), none of the
-    original's pixels kept."""
-    out = copy.copy(frame)
-    for held in ("_image", "_yuv"):
-        out.__dict__.pop(held, None)
-    out.__dict__["_planes"] = picture
+    out.__dict__["_planes" if isinstance(picture, DeviceNV12) else "_image"] = picture
     return out

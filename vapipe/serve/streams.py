@@ -278,10 +278,8 @@ class Service(Streams):
 
     def _live_of(self, stream_id: str) -> dict[str, Any]:
         """The stream's live video, once anyone asked for it: encoded, viewers now."""
-        live = self.tap.live.get(stream_id)
-        for stage in self.runner.stages.values():
-            if isinstance(stage, LiveSink):
-                live = stage.streams.get(stream_id)
+        node = self._live_node()
+        live = (node.streams if node is not None else self.tap.live).get(stream_id)
         return {"live": live.stats()} if live is not None else {}
 
     def _dropped(self, stream_id: str) -> int:
@@ -375,10 +373,12 @@ class Service(Streams):
         """The stream's live video: a ``live`` node's (encoded once for its RTSP viewers and
         the page's), else the service's own, made when first watched."""
         self.describe(stream_id)  # 404 for an unknown stream
-        for stage in self.runner.stages.values():
-            if isinstance(stage, LiveSink):
-                return stage.stream(stream_id)
-        return self.tap.live_stream(stream_id)
+        node = self._live_node()
+        return node.stream(stream_id) if node is not None else self.tap.live_stream(stream_id)
+
+    def _live_node(self) -> LiveSink | None:
+        """The graph's (first) live node, whose streams the page plays; None without one."""
+        return next((s for s in self.runner.stages.values() if isinstance(s, LiveSink)), None)
 
     def metric_snapshots(self) -> list[tuple[str, dict[str, Any]]]:
         live = {"live": self.tap.live_stats()} if self.tap.live else {}
