@@ -4,6 +4,11 @@ blurred before the annotated video) against the same graph without its ``redact`
 wall time. Also the redact node's own time per frame from the run's stats, for each
 ``--method``.
 
+``--graph gpu`` times the other shape instead: configs/gpu.toml on the people clip with every
+person hidden (``nms ! redact ! video``) against it without the node. Nothing before the node
+asks for host pixels there, so with ``--set cam.hwaccel=nvdec`` the pictures are redacted in
+GPU memory (the run's ``on_device`` count says so).
+
     python bench/redaction_cost.py --runs 5 --seconds 20 [--label cpu] [--set KEY=VALUE ...]
 
 Writes bench/results/redaction_cost.json (under ``--label``) and prints a markdown table.
@@ -26,6 +31,7 @@ from bench import harness
 
 REPO = Path(__file__).resolve().parent.parent
 FACES = REPO / "configs" / "faces.toml"
+GPU = REPO / "configs" / "gpu.toml"
 RATE = 24000 / 1001  # people.mp4
 REDACTED = "faceid ! redact ! video"
 
@@ -40,6 +46,23 @@ def plain_config(folder: Path) -> Path:
     path = folder / "plain.toml"
     path.write_text(text[:start] + text[end:], encoding="utf-8")
     return path
+
+
+def gpu_configs(folder: Path) -> tuple[Path, Path]:
+    """configs/gpu.toml on the people clip, without and with every person redacted."""
+    text = GPU.read_text(encoding="utf-8")
+    links = 'links = ["cam ! pre ! det ! nms ! video", "nms ! events"]'
+    assert links in text, "configs/gpu.toml's links changed: update this bench"
+    text = text.replace("sample:traffic", "sample:people")
+    plain = folder / "gpu-plain.toml"
+    plain.write_text(text, encoding="utf-8")
+    redacted = folder / "gpu-redacted.toml"
+    redacted.write_text(
+        text.replace(links, 'links = ["cam ! pre ! det ! nms ! redact ! video", "nms ! events"]')
+        + '\n[nodes.redact]\ntype = "redact"\nclasses = ["person"]\n',
+        encoding="utf-8",
+    )
+    return plain, redacted
 
 
 def run(config: Path, frames: int, folder: Path, sets: list[str]) -> dict[str, float]:
@@ -69,6 +92,7 @@ def run(config: Path, frames: int, folder: Path, sets: list[str]) -> dict[str, f
         "redact_mean_ms": redact.get("mean_ms"),
         "regions": redact.get("regions"),
         "whole_objects": redact.get("whole_objects"),
+        "on_device": redact.get("on_device"),
         "det": {k: v for k, v in result["stages"]["det"].items() if k in ("provider", "backend")},
     }
 
@@ -78,6 +102,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=20.0, help="of video per run")
     parser.add_argument("--label", default="cpu", help="the key the results go under")
+    parser.add_argument("--graph", choices=("faces", "gpu"), default="faces")
     parser.add_argument(
         "--set",
         action="append",
@@ -93,7 +118,10 @@ def main() -> None:
     names = ("plain", "blur", "pixelate", "fill")
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as scratch:
-        plain = plain_config(Path(scratch))
+        if args.graph == "faces":
+            plain, redacted = plain_config(Path(scratch)), FACES
+        else:
+            plain, redacted = gpu_configs(Path(scratch))
         for index in range(args.runs):
             for name in names:
                 folder = Path(scratch) / f"{name}-{index}"
@@ -101,7 +129,7 @@ def main() -> None:
                 config, sets = (
                     (plain, args.sets)
                     if name == "plain"
-                    else (FACES, [*args.sets, f"redact.method={name}"])
+                    else (redacted, [*args.sets, f"redact.method={name}"])
                 )
                 runs[name].append(run(config, frames, folder, sets))
                 print(f"run {index + 1} {name}: {runs[name][-1]['fps']:.1f} fps", flush=True)
@@ -113,6 +141,7 @@ def main() -> None:
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "date": time.strftime("%Y-%m-%d"),
+        "graph": args.graph,
         "sets": args.sets,
         "video_s_per_run": args.seconds,
         "frames_per_run": frames,
@@ -128,7 +157,7 @@ def main() -> None:
     everything[args.label] = result
     args.out.write_text(json.dumps(everything, indent=2) + "\n")
     print("\n| graph | median fps | ratio | redact ms/frame |\n| --- | --- | --- | --- |")
-    print(f"| faces.toml without redact | {medians['plain']:.1f} | 1.00 | - |")
+    print(f"| {args.graph} graph without redact | {medians['plain']:.1f} | 1.00 | - |")
     for name in names[1:]:
         print(
             f"| + redact ({name}) | {medians[name]:.1f} | {result['ratio_median'][name]:.3f} "
