@@ -223,7 +223,7 @@ def _check_upstream(spec: ConfigSpec, pairs: list[tuple[str, str]], order: list[
                     f"'{source}' (link ... ! {other} ! ... ! {name})",
                     node=name,
                 )
-        needed = node.stage_cls.needs_upstream
+        needed = node.stage_cls.upstream_needed(node.config)
         if not needed:
             continue
         if needed not in by_type:

@@ -22,6 +22,12 @@ class ObjectResult:
         for a result that has none (boxes inside the object)."""
         return None
 
+    @property
+    def caption(self) -> str | None:
+        """What a drawn box's label shows of it: its ``tag`` unless a kind says otherwise (a
+        plate is shown but not counted by)."""
+        return self.tag
+
     def as_event(self, vector: bool = True) -> dict[str, Any]:
         """The result as the events carry it (``vector``: with the embedding's vector, where
         the node writes it; analytics events leave it out)."""
@@ -107,6 +113,33 @@ class Embedding(ObjectResult):
             value["dims"] = int(self.vector.shape[0])
         if self.written and vector:
             value["vector"] = [round(float(v), 5) for v in self.vector]
+        return value
+
+
+@dataclass(frozen=True)
+class Plate(ObjectResult):
+    """The plate read on the object (``plates``): its text (upper case, no separators), the
+    voted reads' mean score, the known plate's name where it is one, and where the plate is
+    (frame pixels). Not a ``tag``: line counts per plate would be a count per vehicle."""
+
+    text: str
+    score: float
+    xyxy: np.ndarray | None = None
+    name: str | None = None
+    known: str | None = None
+    """The known plate it was matched to (differs from ``text`` by a misread character)."""
+
+    @property
+    def caption(self) -> str | None:
+        return f"{self.text} {self.name}" if self.name else self.text
+
+    def as_event(self, vector: bool = True) -> dict[str, Any]:
+        value: dict[str, Any] = {"plate": self.text, "score": round(float(self.score), 4)}
+        if self.name is not None:
+            value["name"] = self.name
+            value["known_plate"] = self.known
+        if self.xyxy is not None:
+            value["xyxy"] = [round(float(v), 2) for v in self.xyxy]
         return value
 
 

@@ -36,6 +36,7 @@ BUILTIN_TYPES = {
     "mqtt": "vapipe.stages.sinks.mqtt",
     "nms": "vapipe.stages.nms",
     "preprocess": "vapipe.stages.preprocess.stage",
+    "plates": "vapipe.stages.plates.stage",
     "redact": "vapipe.stages.redact.stage",
     "source": "vapipe.stages.source.stage",
     "track": "vapipe.stages.track.stage",

@@ -162,6 +162,12 @@ class Stage:
     needs_upstream: ClassVar[tuple[str, ...]] = ()
     """Stage types one of which must come before this node on every path from a source
     (analytics needs track): checked when the graph is built."""
+
+    @classmethod
+    def upstream_needed(cls, config: Any) -> tuple[str, ...]:
+        """``needs_upstream`` for this config (a node that can also run without one)."""
+        return cls.needs_upstream
+
     redacts: ClassVar[bool] = False
     """It hides parts of the pictures (a ``redact`` node): once a graph has one, every node
     that ``writes_pictures`` must come after one on every path from a source."""

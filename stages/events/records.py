@@ -75,7 +75,8 @@ def event_id(source_id: str, seq: int, event: dict[str, Any]) -> str:
     the same event whenever it is made again (a restarted shard reads its frames again), so
     that a consumer can drop one it has had."""
     track = event.get("track_id")
-    where = event.get("line") or event.get("zone")
+    sighting = event.get("sighting")  # a plates node on the whole frame: no track
+    where = event.get("line") or event.get("zone") or (f"s{sighting}" if sighting else None)
     return "/".join(
         (source_id, str(seq), event["event"], "-" if track is None else str(track), where or "-")
     )
@@ -148,6 +149,6 @@ def message_record(message: Message) -> Record:
 
 EVENT_TYPES = (
     "frame", "line_cross", "zone_enter", "zone_exit", "zone_dwell", "zone_crowded",
-    "zone_clear", "source_down", "source_up", "source_removed",
+    "zone_clear", "plate", "source_down", "source_up", "source_removed",
 )  # fmt: skip
 """The event types the built-in stages emit (docs/events.schema.json)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vapipe.stages.events.records import NonFinite, Record, to_json
+from vapipe.stages.plates.text import distance, normalised
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -71,6 +72,11 @@ class Query:
     attribute: str | None = None
     """A label or name a model on the objects gave (``taxi``, ``alice``), any node's, or
     ``NODE:VALUE`` for one node's (``faceid:alice``)."""
+    plate: str | None = None
+    """A licence plate (``KX-4921``; case, spaces and dashes do not matter): plate events of
+    it and events whose object carried it."""
+    plate_distance: int = 0
+    """With ``plate``: also plates this many characters apart (a misread, a typo)."""
     since: float | None = None
     until: float | None = None
     limit: int = 100
@@ -91,7 +97,13 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses at most the last commit
         db.executescript(SCHEMA)
     db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+    db.create_function("plate_distance", 2, _plate_distance, deterministic=True)
     return db
+
+
+def _plate_distance(stored: Any, wanted: Any) -> int | None:
+    """SQL ``plate_distance(a, b)``: characters apart (None where a is no text)."""
+    return distance(stored, wanted) if isinstance(stored, str) else None
 
 
 class EventStore:
@@ -221,6 +233,20 @@ def _filters(query: Query) -> tuple[list[str], list[Any]]:
             + (" AND a.key = ?)" if node else ")")
         )
         args.extend([value, value, *([node] if node else [])])
+    if query.plate is not None:
+        wanted = normalised(query.plate)
+        test, values = (
+            ("plate_distance({}, ?) <= ?", [wanted, query.plate_distance])
+            if query.plate_distance
+            else ("{} = ?", [wanted])
+        )
+        # The plate event's own text, or a plate among the object's attributes.
+        own, carried = "json_extract(record, '$.plate')", "json_extract(a.value, '$.plate')"
+        where.append(
+            f"({test.format(own)} OR EXISTS (SELECT 1 FROM json_each(record, '$.attributes') "
+            f"AS a WHERE {test.format(carried)}))"
+        )
+        args.extend([*values, *values])
     if query.since is not None:
         where.append("time >= ?")
         args.append(query.since)

@@ -89,7 +89,7 @@ def label_top(
 
 def attribute_tags(attributes: dict[str, ObjectResult] | None) -> str:
     """What models on the object said, as a box's label shows it: labels and names."""
-    return " ".join(value.tag for value in (attributes or {}).values() if value.tag)
+    return " ".join(value.caption for value in (attributes or {}).values() if value.caption)
 
 
 def draw_trails(canvas: np.ndarray, trails: dict[int, list[tuple[int, int]]]) -> None:

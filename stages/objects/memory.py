@@ -155,7 +155,7 @@ class ObjectMemory:
 
     def shadow(self) -> ObjectMemory:
         """A copy to plan a batch on (which crops to cut) without touching this memory."""
-        copy = ObjectMemory(self.rules)
+        copy = type(self)(self.rules)
         copy.objects = {
             key: dataclasses.replace(state, votes=list(state.votes))
             for key, state in self.objects.items()

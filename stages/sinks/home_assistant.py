@@ -83,6 +83,8 @@ class Source:
     configs: dict[str, Outgoing] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     available: bool = False
+    plate: str | None = None
+    """The last plate a plates node read on this source (its ``last_plate`` sensor)."""
 
 
 def slug(text: str) -> str:
@@ -142,6 +144,8 @@ class Discovery:
             out.extend(self._availability(source_id, kind != "source_down"))
         if kind == "frame":
             out.extend(self._frame(source_id, record))
+        elif kind == "plate":
+            out.extend(self._plate(source_id, record))
         picture = record.get("snapshot")
         if picture and self.config.snapshot_dir:
             out.extend(self._new(source_id, [Entity("image", "snapshot", "latest event")]))
@@ -258,11 +262,23 @@ class Discovery:
             state[f"{zone_key}_occupancy"] = facts["occupancy"]
             state[f"{zone_key}_occupied"] = "ON" if facts["occupancy"] else "OFF"
         source = self.sources[source_id]
+        if source.plate is not None:
+            state["last_plate"] = source.plate
         announced = self._new(source_id, out)
         if state != source.state:
             source.state = state
             announced.append(self._state(source_id))
         return announced
+
+    def _plate(self, source_id: str, record: dict[str, Any]) -> list[Outgoing]:
+        """The ``last_plate`` sensor: the plate, and its known name where it has one."""
+        source = self.sources[source_id]
+        name = record.get("name")
+        source.plate = f"{record['plate']} ({name})" if name else str(record["plate"])
+        out = self._new(source_id, [Entity("sensor", "last_plate", "last plate",
+                                           {"icon": "mdi:card-text-outline"})])  # fmt: skip
+        source.state = {**source.state, "last_plate": source.plate}
+        return [*out, self._state(source_id)]
 
     def _new(self, source_id: str, entities: list[Entity]) -> list[Outgoing]:
         """The configs of the entities not announced yet (made only for those: this runs for

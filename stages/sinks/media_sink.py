@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 DEFAULT_EVENTS = ("line_cross", "zone_enter", "zone_dwell")
 ANALYTICS_EVENTS = (
     "line_cross", "zone_enter", "zone_exit", "zone_dwell", "zone_crowded", "zone_clear",
+    "plate",
 )  # fmt: skip
 
 
@@ -30,7 +31,8 @@ class MediaConfig(StageConfig):
     ``run-pipeline serve`` serves it under ``/media/``."""
     event_types: list[str] = Field(default_factory=lambda: list(DEFAULT_EVENTS))
     """The analytics events that get a file (any of: line_cross, zone_enter, zone_exit,
-    zone_dwell, zone_crowded, zone_clear)."""
+    zone_dwell, zone_crowded, zone_clear; plate, from a plates node: its crop is the
+    plate)."""
     queue: int = Field(64, ge=1, le=10_000)
     """Files waiting for the writer thread; when it is full, new ones are dropped and counted
     (the pipeline never waits for the disk)."""

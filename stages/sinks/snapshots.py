@@ -165,7 +165,10 @@ class SnapshotsSink(MediaSink[Shot]):
         event = frame.events[index]
         track_id = event.get("track_id")
         shown, box = frame, None
-        if track_id is not None:
+        if event.get("box") is not None:  # a plate: this frame, the plate's own box
+            x1, y1, x2, y2 = (float(v) for v in event["box"])
+            box = (x1, y1, x2, y2)
+        elif track_id is not None:
             box = box_of(frame, track_id)
             # Where none overlaps (the event's box a guess far off), its best of the window.
             seen = best.best(track_id, box) or best.best(track_id)

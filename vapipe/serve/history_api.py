@@ -87,6 +87,12 @@ def with_urls(record: Record) -> Record:
     return {**record, "urls": urls} if urls else record
 
 
+def _plate_distance(text: str) -> int:
+    if not re.fullmatch(r"[0-3]", text):
+        raise StreamError(400, f"plate_distance: expected 0 to 3, got '{cut(text, 40)}'")
+    return int(text)
+
+
 def history_routes(graph: Graph) -> list[Route]:
     database = history_path(graph)
     folders = media_dirs(graph)
@@ -120,6 +126,8 @@ def history_routes(graph: Graph) -> list[Route]:
             line=params.get("line") or None,
             zone=params.get("zone") or None,
             attribute=params.get("attribute") or None,
+            plate=params.get("plate") or None,
+            plate_distance=_plate_distance(params.get("plate_distance", "0")),
             since=instant(params.get("since"), "since"),
             until=instant(params.get("until"), "until"),
             limit=int(limit),

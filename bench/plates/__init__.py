@@ -1,0 +1,1 @@
+"""Generated licence plates on real vehicle cut-outs (``scenes.py``)."""
