@@ -138,6 +138,23 @@ class Shot:
     picture: str
     """Relative to the media folder, like ``crop``."""
     crop: str | None
+    tight: bool = False
+    """Crop the box itself (a plate), scaled up to half of ``crop_min_px`` high, not a
+    window of context around it."""
+
+
+def tight_picture(image: np.ndarray, box: Box, min_height: int) -> np.ndarray:
+    """The box with a small margin (a plate's border kept), scaled up to ``min_height``."""
+    height, width = image.shape[:2]
+    x1, y1, x2, y2 = box
+    pad_x, pad_y = 0.08 * (x2 - x1), 0.15 * (y2 - y1)
+    left, top = max(int(x1 - pad_x), 0), max(int(y1 - pad_y), 0)
+    right, bottom = min(int(np.ceil(x2 + pad_x)), width), min(int(np.ceil(y2 + pad_y)), height)
+    crop = image[top : max(bottom, top + 1), left : max(right, left + 1)]
+    if 0 < crop.shape[0] < min_height:
+        scale = min_height / crop.shape[0]
+        crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_CUBIC)
+    return crop
 
 
 @register("snapshots")
@@ -165,7 +182,8 @@ class SnapshotsSink(MediaSink[Shot]):
         event = frame.events[index]
         track_id = event.get("track_id")
         shown, box = frame, None
-        if event.get("box") is not None:  # a plate: this frame, the plate's own box
+        tight = event.get("box") is not None  # a plate: this frame, the plate's own box
+        if tight:
             x1, y1, x2, y2 = (float(v) for v in event["box"])
             box = (x1, y1, x2, y2)
         elif track_id is not None:
@@ -177,7 +195,7 @@ class SnapshotsSink(MediaSink[Shot]):
         folder = sub_folder(self.config.path, frame.source_id, frame.capture_time)
         stem = f"{folder}/{file_stem(frame.capture_time, frame.seq, event)}"
         crop = f"{stem}-crop.jpg" if self.config.crop and box is not None else None
-        if self.submit(Shot(shown, box, f"{stem}.jpg", crop)):
+        if self.submit(Shot(shown, box, f"{stem}.jpg", crop, tight)):
             files = frame.files_of(index)
             files.snapshot = f"{stem}.jpg"
             if crop is not None and box is not None:
@@ -196,7 +214,11 @@ class SnapshotsSink(MediaSink[Shot]):
         write_whole(self.root / shot.picture, self._encode(annotate(shot.frame)))
         self.retention.add(shot.picture)
         if shot.crop is not None and shot.box is not None:
-            crop = crop_picture(shot.frame.image, shot.box, cfg.crop_min_px, cfg.crop_pad)
+            crop = (
+                tight_picture(shot.frame.image, shot.box, cfg.crop_min_px // 2)
+                if shot.tight
+                else crop_picture(shot.frame.image, shot.box, cfg.crop_min_px, cfg.crop_pad)
+            )
             write_whole(self.root / shot.crop, self._encode(crop))
             self.retention.add(shot.crop)
 

@@ -240,3 +240,28 @@ def test_a_stream_the_last_run_announced_and_this_one_has_not_is_removed() -> No
     assert now.stale(manifest, configured={"road"}) == []
     for unreadable in (b"", b"not json", b"[]", b'{"sources": 3}', b'{"other": {}}'):
         assert now.stale(unreadable, configured=set()) == []
+
+
+def plate_event(text: str, name: str | None = None) -> dict[str, Any]:
+    return {"event": "plate", "source_id": "cam", "seq": 5, "pts": 0.2, "time": "t",
+            "track_id": 3, "plate": text, "score": 0.97, "known": name is not None,
+            **({"name": name} if name else {})}  # fmt: skip
+
+
+def test_a_plate_gives_the_last_plate_sensor_which_frames_keep() -> None:
+    ha = discovery()
+    ha.update(frame())
+    messages = ha.update(plate_event("KX4921"))
+    found = configs(messages)
+    assert list(found) == ["last_plate"]
+    assert found["last_plate"]["name"] == "last plate"
+    assert template_key(found["last_plate"]["value_template"]) == "last_plate"
+    (state,) = states(messages)
+    assert state["last_plate"] == "KX4921" and state["objects"] == "ON"
+    # The next frame's state keeps it (a frame knows nothing of plates).
+    (later,) = states(ha.update(frame(westbound=2)))
+    assert later["last_plate"] == "KX4921" and later["line_road_westbound"] == 2
+    named = ha.update(plate_event("7HJK582", "Bob's car"))
+    assert configs(named) == {}, "announced once"
+    assert states(named)[0]["last_plate"] == "7HJK582 (Bob's car)"
+    assert states(ha.update(frame(westbound=2))) == [], "nothing changed: nothing sent"
