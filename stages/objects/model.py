@@ -86,6 +86,8 @@ def prepare(path: str, head: str | None, size: list[int] | None, folder: str) ->
             dims[at].dim_value = value
         del graph.value_info[:]
         changed = True
+    if changed and explicit_pads(model):
+        log.debug("%s: SAME padding written out as explicit pads", Path(path).name)
     joined = None
     groups = JOINS.get(head or "")
     if groups:
@@ -112,6 +114,51 @@ def prepare(path: str, head: str | None, size: list[int] | None, folder: str) ->
     target = os.path.join(folder, Path(path).stem + ".prepared.onnx")
     onnx.save(model, target)
     return Prepared(target, joined, shape)
+
+
+def explicit_pads(model: Any) -> int:
+    """Convolutions and pools with ``auto_pad = SAME_UPPER/SAME_LOWER`` (PaddleOCR's exports)
+    given the same padding as explicit ``pads``, from the shapes the fixed input size gives:
+    the torch backend's converter (onnx2torch) takes only explicit pads; ONNX Runtime
+    computes the same either way. Returns how many were rewritten."""
+    from onnx import helper, shape_inference
+
+    graph = model.graph
+    same = [
+        node for node in graph.node
+        if any(a.name == "auto_pad" and a.s in (b"SAME_UPPER", b"SAME_LOWER")
+               for a in node.attribute)
+    ]  # fmt: skip
+    if not same:
+        return 0
+    inferred = shape_inference.infer_shapes(model).graph
+    shapes = {
+        value.name: [d.dim_value if d.HasField("dim_value") else 0
+                     for d in value.type.tensor_type.shape.dim]
+        for value in [*inferred.value_info, *inferred.input]
+    }  # fmt: skip
+    weights = {init.name: list(init.dims) for init in graph.initializer}
+    rewritten = 0
+    for node in same:
+        attrs = {a.name: a for a in node.attribute}
+        spatial = shapes.get(node.input[0], [])[2:]
+        kernel = list(attrs["kernel_shape"].ints) if "kernel_shape" in attrs else (
+            weights.get(node.input[1], [])[2:] if len(node.input) > 1 else [])  # fmt: skip
+        if not spatial or not all(spatial) or len(kernel) != len(spatial):
+            continue  # a shape not known: left to the backend
+        strides = list(attrs["strides"].ints) if "strides" in attrs else [1] * len(kernel)
+        dilations = list(attrs["dilations"].ints) if "dilations" in attrs else [1] * len(kernel)
+        upper = attrs["auto_pad"].s == b"SAME_UPPER"
+        begin, end = [], []
+        for size, k, stride, dilation in zip(spatial, kernel, strides, dilations, strict=True):
+            total = max((-(-size // stride) - 1) * stride + (k - 1) * dilation + 1 - size, 0)
+            # SAME_UPPER puts the odd pixel at the end, SAME_LOWER at the start.
+            begin.append(total // 2 if upper else total - total // 2)
+            end.append(total - begin[-1])
+        node.attribute.remove(attrs["auto_pad"])
+        node.attribute.append(helper.make_attribute("pads", begin + end))
+        rewritten += 1
+    return rewritten
 
 
 def _shape(dims: Any) -> str:

@@ -84,17 +84,34 @@ def regions(prob: np.ndarray, matrix: np.ndarray, rules: ocr.DbRules) -> list[np
     return [points_to_frame(box, matrix) for box in ocr.joined_lines(boxes)]
 
 
+def cut_off(corners: np.ndarray, width: int, height: int,
+            sides: tuple[float, float] | None) -> bool:  # fmt: skip
+    """Whether a text region comes near the frame's border, or the left or right side of the
+    crop it was found in (``sides``: x1, x2 in frame pixels), within a third of its height:
+    part of the text may lie beyond it, and a plate read in part reads as a shorter plate.
+    (Not the crop's top and bottom: a plate on a bumper reaches the vehicle box's bottom.)"""
+    (x1, y1), (x2, y2) = corners.min(axis=0), corners.max(axis=0)
+    slack = max(2.0, (y2 - y1) / 3)
+    if x1 < slack or x2 > width - 1 - slack or y1 < 1 or y2 > height - 2:
+        return True
+    return sides is not None and (x1 < sides[0] + slack or x2 > sides[1] - slack)
+
+
 def best_reads(
     image_of: list[np.ndarray],
     found: list[list[np.ndarray]],
     recogniser: Recogniser,
     shape: PlateShape,
+    sides: list[tuple[float, float] | None] | None = None,
 ) -> list[Found | None]:
-    """For each crop (its frame's image, its regions' corners): the best plate-shaped read of
-    its regions, all of them read in one call; None where no region reads as a plate."""
+    """For each crop (its frame's image, its regions' corners, its left and right side in the
+    frame): the best plate-shaped read of its regions that no border cuts, all of them read
+    in one call; None where no region reads as a plate."""
     lines, owners = [], []
     for index, (image, corners_list) in enumerate(zip(image_of, found, strict=True)):
         for corners in corners_list:
+            if cut_off(corners, image.shape[1], image.shape[0], sides[index] if sides else None):
+                continue
             lines.append(ocr.straightened(image, corners, recogniser.config.rec_width))
             owners.append((index, corners))
     best: list[Found | None] = [None] * len(found)

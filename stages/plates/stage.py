@@ -15,7 +15,7 @@ from vapipe.pipeline.object_results import Plate
 from vapipe.pipeline.registry import register
 from vapipe.pipeline.stage import StageConfig
 from vapipe.stages.crops.cutter import Crop, run_in_chunks
-from vapipe.stages.crops.warp import cut, warp_matrix
+from vapipe.stages.crops.warp import crop_box, cut, warp_matrix
 from vapipe.stages.objects.config import check_file
 from vapipe.stages.objects.memory import Result, Vote
 from vapipe.stages.objects.stage import Job, ObjectModelStage
@@ -83,10 +83,15 @@ class PlatesStage(ObjectModelStage):
         return super().process_batch(items)
 
     def votes(self, outputs: np.ndarray, jobs: list[Job]) -> list[Vote]:
+        sides: list[tuple[float, float] | None] = []
+        for job in jobs:
+            x1, _, x2, _ = crop_box(job.box, self.rule)
+            sides.append((float(x1), float(x2)))
         found = self._read(
             [self._batch[job.frame].image for job in jobs],
             [regions(prob, job.matrix, self.rules)
              for prob, job in zip(outputs, jobs, strict=True)],
+            sides,
         )  # fmt: skip
         votes = []
         for job, plate in zip(jobs, found, strict=True):
@@ -99,10 +104,15 @@ class PlatesStage(ObjectModelStage):
             votes.append(Vote(plate.read.text, plate.read.score, _Payload(plate, placed)))
         return votes
 
-    def _read(self, images: list[np.ndarray], found: list[list[np.ndarray]]) -> list[Found | None]:
+    def _read(
+        self,
+        images: list[np.ndarray],
+        found: list[list[np.ndarray]],
+        sides: list[tuple[float, float] | None] | None = None,
+    ) -> list[Found | None]:
         assert self.recogniser is not None
         self.counts["reads"] += sum(len(corners) for corners in found)
-        return best_reads(images, found, self.recogniser, self.shape)
+        return best_reads(images, found, self.recogniser, self.shape, sides)
 
     def attribute(self, result: Result, box: np.ndarray) -> Plate:
         placed = result.payload.placed * (box[2:4] - box[:2]) + box[:2]
@@ -166,15 +176,15 @@ class PlatesStage(ObjectModelStage):
         if not due:
             return items
         model = self.loaded_model()
-        crops, matrices = [], []
+        crops, matrices, sides = [], [], []
         for frame in due:
             height, width = frame.shape[:2]
-            x1, y1, x2, y2 = self.config.region
-            rect = np.array([x1 * width, y1 * height, x2 * width, y2 * height], np.float64)
+            whole = np.array([0, 0, width, height], np.float32)
+            rect = crop_box(whole, self.rule)  # ``region`` of the frame
             matrix = warp_matrix(rect, model.size, "letterbox")
-            window = self.cropper.window(np.array([0, 0, width, height], np.float32), matrix)
-            crops.append(Crop(frame, matrix, window))
+            crops.append(Crop(frame, matrix, self.cropper.window(whole, matrix)))
             matrices.append(matrix)
+            sides.append((float(rect[0]), float(rect[2])))
         kept, batch = self.cropper.inputs(crops)
         outputs = run_in_chunks(model.run_input, batch, self.config.max_batch)
         self.counts["crops"] += len(kept)
@@ -184,10 +194,11 @@ class PlatesStage(ObjectModelStage):
         ]
         # Every region of a frame is a plate of its own here (several cars at a gate).
         assert self.recogniser is not None
-        for frame, corners_list in zip(frames, found, strict=True):
+        for at, frame, corners_list in zip(kept, frames, found, strict=True):
             self.counts["reads"] += len(corners_list)
-            reads = best_reads([frame.image] * len(corners_list), [[c] for c in corners_list],
-                               self.recogniser, self.shape)  # fmt: skip
+            many = len(corners_list)
+            reads = best_reads([frame.image] * many, [[c] for c in corners_list],
+                               self.recogniser, self.shape, [sides[at]] * many)  # fmt: skip
             for plate in reads:
                 if plate is not None:
                     self._sighted(frame, plate)

@@ -16,7 +16,7 @@ from tests.e2e.helpers import REPO, cli, read_events
 from vapipe.stages.events.store import EventStore, Query
 
 CONFIG = REPO / "configs" / "plates.toml"
-SEED = 1000  # held out: three cars, plates 30, 35 and 37 px high
+SEED = 1000  # a tuning seed: three cars, plates 30, 35 and 37 px high
 
 
 @pytest.fixture(scope="module")

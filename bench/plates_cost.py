@@ -1,0 +1,109 @@
+"""What reading plates costs: configs/plates.toml as shipped against the same graph without
+its ``plates`` node, on a generated traffic scene with plates (bench/plates/scenes.py, seed
+1000: three cars a scene, 1280x720) looped, run alternately in one call; fps = frames / the
+time from every stage open to the end. Also the node's counts (crops, reads, plates).
+
+    python bench/plates_cost.py --runs 5 --seconds 30 [--set KEY=VALUE ...] [--out FILE]
+
+Writes bench/results/plates_cost.json (the GPU machine's: ``--out
+bench/results/plates_cost_gpu.json``) and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
+from bench.plates import scenes
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = REPO / "configs" / "plates.toml"
+MEDIA = Path(os.environ.get("VAPIPE_ASSETS", REPO.parent / "shared")) / "media"
+LINK = "track ! plates ! analytics"
+
+
+def without_plates(folder: Path) -> Path:
+    """plates.toml without its plates node."""
+    text = CONFIG.read_text(encoding="utf-8")
+    assert LINK in text, "configs/plates.toml's links changed: update this bench"
+    start = text.index("[nodes.plates]")
+    text = text[:start] + text[text.index("[nodes.", start + 1) :]
+    text = text.replace(LINK, "track ! analytics").replace('"plate", ', "")
+    path = folder / "no_plates.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run(config: Path, clip: Path, frames: int, folder: Path, sets: list[str]) -> dict[str, Any]:
+    folder.mkdir()
+    stats = folder / "stats.json"
+    command = [sys.executable, "-m", "vapipe", str(config), "--set", f"cam.uri={clip}",
+               "--set", "cam.loop=true", "--max-frames", str(frames), "--stats", str(stats),
+               "--log-level", "warning", "--no-progress"]  # fmt: skip
+    for item in sets:
+        command += ["--set", item]
+    subprocess.run(command, cwd=folder, check=True, capture_output=True, text=True)
+    result = json.loads(stats.read_text())
+    running_s = result["wall_s"] - result["startup"]["to_ready_s"]
+    measured: dict[str, Any] = {
+        "fps": round(frames / running_s, 2),
+        "fps_with_startup": round(frames / result["wall_s"], 2),
+        "det": result["stages"]["det"].get("provider"),
+    }
+    plates = result["stages"].get("plates")
+    if plates:
+        keys = ("provider", "crops", "reads", "plates", "mean_ms", "p95_ms")
+        measured.update({key: plates.get(key) for key in keys})
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=30.0, help="of video per run")
+    parser.add_argument("--set", action="append", default=[], dest="sets",
+                        help="NODE.KEY=VALUE for both graphs")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=harness.RESULTS / "plates_cost.json")
+    args = parser.parse_args()
+    frames = round(args.seconds * scenes.FPS)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        scene = scenes.plate_scene(scenes.TUNING)
+        clip = scenes.render(scene, MEDIA, folder)
+        plain = without_plates(folder)
+        count = iter(range(10**6))
+        runs = harness.alternate(
+            {
+                "without": lambda: run(plain, clip, frames, folder / f"w{next(count)}", args.sets),
+                "with": lambda: run(CONFIG, clip, frames, folder / f"p{next(count)}", args.sets),
+            },
+            args.runs,
+        )
+    fps = {side: harness.summary([r["fps"] for r in rows]) for side, rows in runs.items()}
+    pairs = [w["fps"] / p["fps"] for p, w in zip(runs["without"], runs["with"], strict=True)]
+    result = {
+        "benchmark": "plates node cost: configs/plates.toml with and without it",
+        "scene": f"bench/plates/scenes.py seed {scenes.TUNING}, 1280x720, looped",
+        "frames_per_run": frames,
+        "sets": args.sets,
+        "fps": fps,
+        "ratio_with_over_without": harness.ratio(fps["with"]["median"], fps["without"]["median"]),
+        "ratio_of_pairs_median": round(harness.median(pairs), 3),
+        "runs": runs,
+    }
+    harness.record(args.out, result)
+    print("\n| graph | median fps | ratio |\n| --- | --- | --- |")
+    print(f"| plates.toml without plates | {fps['without']['median']} | 1.00 |")
+    print(f"| plates.toml | {fps['with']['median']} | {result['ratio_of_pairs_median']} |")
+
+
+if __name__ == "__main__":
+    main()
