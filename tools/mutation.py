@@ -272,6 +272,13 @@ MODULES: dict[str, list[str]] = {
         "tests/pipeline/test_redaction_graph.py",
     ],
     "stages/media/live.py": ["tests/stages/media/test_live.py"],
+    "stages/plates/text.py": ["tests/stages/plates/test_text.py"],
+    "stages/plates/known.py": ["tests/stages/plates/test_known.py"],
+    "stages/plates/ocr.py": ["tests/stages/plates/test_ocr.py"],
+    "stages/plates/memory.py": ["tests/stages/plates/test_memory.py"],
+    "stages/plates/sightings.py": ["tests/stages/plates/test_memory.py"],
+    "stages/plates/reader.py": ["tests/stages/plates/test_reader.py", "tests/e2e/test_plates.py"],
+    "stages/plates/stage.py": ["tests/stages/plates/test_reader.py", "tests/e2e/test_plates.py"],
     "pipeline/graph.py": [
         "tests/pipeline/test_config.py",
         "tests/pipeline/test_wiring.py",

@@ -83,3 +83,19 @@ def test_frame_and_analytics_events_carry_them_as_json_and_pass_the_schema() -> 
     assert records[1]["snapshot"] == "cam/a.jpg"
     assert "snapshot" not in frame.events[0]  # the file is the record's, not the event dict's
     assert_valid_events(records)
+
+
+def test_a_plate_is_shown_but_not_counted_by() -> None:
+    from vapipe.pipeline.object_results import Plate
+
+    box = np.array([10.123, 20.0, 90.5, 41.006], np.float32)
+    plate = Plate("KX4921", 0.987654, box)
+    assert plate.tag is None, "line counts per plate would be one per vehicle"
+    assert plate.caption == "KX4921"
+    assert plate.as_event() == {"plate": "KX4921", "score": 0.9877,
+                                "xyxy": [10.12, 20.0, 90.5, 41.01]}  # fmt: skip
+    named = Plate("KX4927", 0.9, None, "Alice", "KX4921")
+    assert named.caption == "KX4927 Alice"
+    assert named.as_event() == {"plate": "KX4927", "score": 0.9, "name": "Alice",
+                                "known_plate": "KX4921"}  # fmt: skip
+    assert Label("cab", 0.5).caption == "cab"

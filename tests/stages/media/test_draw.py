@@ -108,3 +108,11 @@ def test_labels_of_neighbours_never_cover_one_another_where_there_is_room() -> N
     canvas = draw_detections(np.zeros((480, 640, 3), np.uint8), dets)
     assert tuple(canvas[90, 102]) == class_color(1)  # the first label, above its box
     assert tuple(canvas[106, 142]) == class_color(2)  # the second, inside its box's top
+
+
+def test_a_plate_is_in_the_boxs_caption() -> None:
+    from vapipe.pipeline.object_results import Label, Plate
+    from vapipe.stages.media.draw import attribute_tags
+
+    held = {"kind": Label("cab", 0.9), "plates": Plate("KX4921", 0.99, None, "Alice")}
+    assert attribute_tags(held) == "cab KX4921 Alice"
