@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,12 +84,25 @@ class DbRules:
     """Regions thinner than this (map pixels) are dropped."""
 
 
-def text_boxes(prob: np.ndarray, rules: DbRules) -> tuple[list[np.ndarray], list[float]]:
-    """The text regions of a probability map (H x W): each a rotated rectangle as 4 x 2
-    corner points (map pixels), and its score."""
+@dataclass(frozen=True)
+class TextBox:
+    """A text region: its rectangle grown by ``unclip`` (what is read) and the detector's core
+    of the text (what says whether a border cuts it), each 4 x 2 corner points."""
+
+    corners: np.ndarray
+    core: np.ndarray
+    score: float
+
+    def moved(self, move: Callable[[np.ndarray], np.ndarray]) -> TextBox:
+        """The same region in other coordinates (map pixels -> frame pixels)."""
+        return TextBox(move(self.corners), move(self.core), self.score)
+
+
+def text_boxes(prob: np.ndarray, rules: DbRules) -> list[TextBox]:
+    """The text regions of a probability map (H x W), map pixels."""
     bitmap = (prob > rules.thresh).astype(np.uint8)
     contours, _ = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
-    boxes, scores = [], []
+    found = []
     for contour in contours:
         (cx, cy), (width, height), angle = cv2.minAreaRect(contour)
         if min(width, height) < rules.min_side:
@@ -103,30 +117,37 @@ def text_boxes(prob: np.ndarray, rules: DbRules) -> tuple[list[np.ndarray], list
         # with a polygon offset (a rectangle's offset is a rectangle).
         grow = width * height * rules.unclip / (2 * (width + height))
         corners = cv2.boxPoints(((cx, cy), (width + 2 * grow, height + 2 * grow), angle))
-        boxes.append(corners.astype(np.float32))
-        scores.append(score)
-    return boxes, scores
+        core = cv2.boxPoints(((cx, cy), (width, height), angle))
+        found.append(TextBox(corners.astype(np.float32), core.astype(np.float32), score))
+    return found
 
 
-def joined_lines(boxes: list[np.ndarray], gap: float = 1.2) -> list[np.ndarray]:
+def joined_lines(boxes: list[TextBox], gap: float = 1.2) -> list[TextBox]:
     """Regions that lie on one text line, side by side (centres within half a height of
     each other vertically, at most ``gap`` heights apart), joined into one: a plate's groups
     (``KX 4921``) are often found as separate words, and read apart neither is a plate."""
-    lines = [box for box in boxes]
+    lines = list(boxes)
     joined = True
     while joined and len(lines) > 1:
         joined = False
         for i in range(len(lines)):
             for j in range(i + 1, len(lines)):
-                if _same_line(lines[i], lines[j], gap):
-                    both = np.concatenate([lines[i], lines[j]])
-                    lines[i] = cv2.boxPoints(cv2.minAreaRect(both)).astype(np.float32)
+                if _same_line(lines[i].corners, lines[j].corners, gap):
+                    lines[i] = TextBox(
+                        _enclosing(lines[i].corners, lines[j].corners),
+                        _enclosing(lines[i].core, lines[j].core),
+                        min(lines[i].score, lines[j].score),
+                    )
                     del lines[j]
                     joined = True
                     break
             if joined:
                 break
     return lines
+
+
+def _enclosing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return cv2.boxPoints(cv2.minAreaRect(np.concatenate([a, b]))).astype(np.float32)
 
 
 def _same_line(a: np.ndarray, b: np.ndarray, gap: float) -> bool:

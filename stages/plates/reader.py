@@ -77,21 +77,22 @@ class Recogniser:
         return stats
 
 
-def regions(prob: np.ndarray, matrix: np.ndarray, rules: ocr.DbRules) -> list[np.ndarray]:
-    """The text regions of one crop's map (1 x H x W or H x W, input pixels), as 4 x 2
-    corners in frame pixels (``matrix``: frame -> input pixels)."""
-    boxes, _ = ocr.text_boxes(np.asarray(prob, np.float32).reshape(prob.shape[-2:]), rules)
-    return [points_to_frame(box, matrix) for box in ocr.joined_lines(boxes)]
+def regions(prob: np.ndarray, matrix: np.ndarray, rules: ocr.DbRules) -> list[ocr.TextBox]:
+    """The text lines of one crop's map (1 x H x W or H x W, input pixels), in frame pixels
+    (``matrix``: frame -> input pixels)."""
+    boxes = ocr.text_boxes(np.asarray(prob, np.float32).reshape(prob.shape[-2:]), rules)
+    return [line.moved(lambda points: points_to_frame(points, matrix))
+            for line in ocr.joined_lines(boxes)]  # fmt: skip
 
 
-def cut_off(corners: np.ndarray, width: int, height: int,
+def cut_off(core: np.ndarray, width: int, height: int,
             sides: tuple[float, float] | None) -> bool:  # fmt: skip
-    """Whether a text region comes near the frame's border, or the left or right side of the
-    crop it was found in (``sides``: x1, x2 in frame pixels), within a third of its height:
-    part of the text may lie beyond it, and a plate read in part reads as a shorter plate.
-    (Not the crop's top and bottom: a plate on a bumper reaches the vehicle box's bottom.)"""
-    (x1, y1), (x2, y2) = corners.min(axis=0), corners.max(axis=0)
-    slack = max(2.0, (y2 - y1) / 3)
+    """Whether the detector's core of a text line (4 x 2, frame pixels) reaches the frame's
+    border, or the left or right side of the crop it was found in (``sides``: x1, x2): the
+    text may go on beyond it, and a plate read in part reads as a shorter plate. (Not the
+    crop's top and bottom: a plate on a bumper reaches the vehicle box's bottom.)"""
+    (x1, y1), (x2, y2) = core.min(axis=0), core.max(axis=0)
+    slack = 2.0 + 0.15 * (y2 - y1)
     if x1 < slack or x2 > width - 1 - slack or y1 < 1 or y2 > height - 2:
         return True
     return sides is not None and (x1 < sides[0] + slack or x2 > sides[1] - slack)
@@ -99,7 +100,7 @@ def cut_off(corners: np.ndarray, width: int, height: int,
 
 def best_reads(
     image_of: list[np.ndarray],
-    found: list[list[np.ndarray]],
+    found: list[list[ocr.TextBox]],
     recogniser: Recogniser,
     shape: PlateShape,
     sides: list[tuple[float, float] | None] | None = None,
@@ -109,11 +110,11 @@ def best_reads(
     in one call; None where no region reads as a plate."""
     lines, owners = [], []
     for index, (image, corners_list) in enumerate(zip(image_of, found, strict=True)):
-        for corners in corners_list:
-            if cut_off(corners, image.shape[1], image.shape[0], sides[index] if sides else None):
+        for line in corners_list:
+            if cut_off(line.core, image.shape[1], image.shape[0], sides[index] if sides else None):
                 continue
-            lines.append(ocr.straightened(image, corners, recogniser.config.rec_width))
-            owners.append((index, corners))
+            lines.append(ocr.straightened(image, line.corners, recogniser.config.rec_width))
+            owners.append((index, line.corners))
     best: list[Found | None] = [None] * len(found)
     for (index, corners), (raw, scores) in zip(owners, recogniser.read(lines), strict=True):
         # Separators dropped, case folded; each character keeps its own score.

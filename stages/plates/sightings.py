@@ -16,10 +16,10 @@ NEAR = 2
 
 @dataclass
 class Sighting:
-    number: int
-    """Counted per source from 1: the event's ``sighting``."""
     last: float
     """Stream time of its latest read."""
+    number: int = 0
+    """Counted per source from 1 as sightings hold (0: not yet): the event's ``sighting``."""
     reads: list[Found] = field(default_factory=list)
     voted: Voted | None = None
     announced: str | None = None
@@ -44,8 +44,7 @@ class Sightings:
             default=None,
         )
         if nearest is None:
-            self.count += 1
-            nearest = Sighting(self.count, pts)
+            nearest = Sighting(pts)
             self.open.append(nearest)
         nearest.reads.append(found)
         nearest.last = pts
@@ -53,14 +52,19 @@ class Sightings:
         return nearest
 
     def holds(self, sighting: Sighting) -> bool:
-        """Enough reads, and enough of them of the voted plate's length."""
+        """Enough reads, and enough of them of the voted plate's length; a sighting that
+        holds for the first time gets its number."""
         voted = sighting.voted
         total = len(sighting.reads)
-        return (
+        held = (
             voted is not None
             and total >= self.min_reads
             and voted.agreeing >= self.agree * total - 1e-9
         )
+        if held and not sighting.number:
+            self.count += 1
+            sighting.number = self.count
+        return held
 
     def sweep(self, pts: float) -> None:
         """Sightings not read for ``gone_s`` close (a stream that went back: all of them)."""

@@ -107,7 +107,7 @@ class PlatesStage(ObjectModelStage):
     def _read(
         self,
         images: list[np.ndarray],
-        found: list[list[np.ndarray]],
+        found: list[list[ocr.TextBox]],
         sides: list[tuple[float, float] | None] | None = None,
     ) -> list[Found | None]:
         assert self.recogniser is not None

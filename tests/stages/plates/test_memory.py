@@ -70,24 +70,29 @@ def found(text: str, score: float = 0.9) -> Found:
 def test_reads_of_one_plate_make_one_sighting_and_it_holds() -> None:
     sightings = Sightings(min_reads=2, agree=0.5, gone_s=2.0)
     first = sightings.add(found("KX4921"), 0.0)
-    assert not sightings.holds(first)
+    assert not sightings.holds(first) and first.number == 0
+    stray = sightings.add(found("ZZZ999"), 0.1)  # never read again: never numbered
     again = sightings.add(found("KX4927"), 0.2)  # one misread: the same plate
-    assert again is first and sightings.holds(first)
+    assert again is first and sightings.holds(first) and first.number == 1
     other = sightings.add(found("7HJK582"), 0.4)
-    assert other is not first and other.number == 2
-    assert [s.number for s in sightings.open] == [1, 2]
+    assert other is not first and not sightings.holds(other)
+    sightings.add(found("7HJK582"), 0.5)
+    assert sightings.holds(other) and other.number == 2 and stray.number == 0
+    assert sightings.holds(first) and first.number == 1, "numbered once"
+    assert [s.number for s in sightings.open] == [1, 0, 2]
 
 
 def test_a_plate_not_read_for_gone_s_leaves_and_comes_back_as_a_new_sighting() -> None:
     sightings = Sightings(min_reads=1, agree=0.5, gone_s=2.0)
     first = sightings.add(found("KX4921"), 0.0)
+    assert sightings.holds(first)
     still = sightings.add(found("KX4921"), 1.9)
     assert still is first
     later = sightings.add(found("KX4921"), 4.0)
-    assert later is not first and later.number == 2
+    assert later is not first and sightings.holds(later) and later.number == 2
     assert sightings.open == [later]
     looped = sightings.add(found("KX4921"), 0.5)  # the stream went back
-    assert looped.number == 3
+    assert looped is not later and sightings.holds(looped) and looped.number == 3
 
 
 def test_three_characters_apart_is_another_plate() -> None:

@@ -21,47 +21,61 @@ def blob_map(*rects: tuple[int, int, int, int, float], size: tuple[int, int] = (
 
 
 def test_a_region_becomes_its_rectangle_grown_by_unclip() -> None:
-    boxes, scores = ocr.text_boxes(blob_map((50, 40, 110, 50, 0.9)), ocr.DbRules(unclip=1.6))
-    assert len(boxes) == 1 and scores[0] == pytest.approx(0.9, abs=1e-4)
-    (x1, y1), (x2, y2) = boxes[0].min(axis=0), boxes[0].max(axis=0)
+    (found,) = ocr.text_boxes(blob_map((50, 40, 110, 50, 0.9)), ocr.DbRules(unclip=1.6))
+    assert found.score == pytest.approx(0.9, abs=1e-4)
+    (x1, y1), (x2, y2) = found.corners.min(axis=0), found.corners.max(axis=0)
     # minAreaRect of the pixel centres: 59 x 9; grown by 59 * 9 * 1.6 / (2 * 68) = 6.25.
     grow = 59 * 9 * 1.6 / (2 * 68)
     assert (x2 - x1) == pytest.approx(59 + 2 * grow, abs=0.05)
     assert (y2 - y1) == pytest.approx(9 + 2 * grow, abs=0.05)
     assert (x1 + x2) / 2 == pytest.approx(79.5, abs=0.05)
+    # The core is the region itself, not grown.
+    (cx1, cy1), (cx2, cy2) = found.core.min(axis=0), found.core.max(axis=0)
+    assert (cx1, cy1, cx2, cy2) == pytest.approx((50, 40, 109, 49), abs=0.05)
 
 
 def test_weak_thin_and_faint_regions_are_dropped() -> None:
     rules = ocr.DbRules(thresh=0.3, box_thresh=0.5, min_side=3)
     prob = blob_map((10, 10, 60, 20, 0.45), (10, 40, 60, 42, 0.9), (10, 70, 60, 80, 0.2))
-    assert ocr.text_boxes(prob, rules) == ([], [])
-    kept, _ = ocr.text_boxes(prob, ocr.DbRules(thresh=0.3, box_thresh=0.4, min_side=3))
+    assert ocr.text_boxes(prob, rules) == []
+    kept = ocr.text_boxes(prob, ocr.DbRules(thresh=0.3, box_thresh=0.4, min_side=3))
     assert len(kept) == 1  # the 0.45 one, once box_thresh allows it
 
 
 def test_the_score_is_the_regions_mean_not_its_box() -> None:
     prob = blob_map((20, 20, 80, 30, 0.6))
     prob[24, 30:40] = 1.0
-    _, scores = ocr.text_boxes(prob, ocr.DbRules())
-    assert scores[0] == pytest.approx((0.6 * 600 + 0.4 * 10) / 600, abs=1e-4)
+    (found,) = ocr.text_boxes(prob, ocr.DbRules())
+    assert found.score == pytest.approx((0.6 * 600 + 0.4 * 10) / 600, abs=1e-4)
 
 
 def box(x1: float, y1: float, x2: float, y2: float) -> np.ndarray:
     return np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]], np.float32)
 
 
+def region(x1: float, y1: float, x2: float, y2: float, score: float = 0.9) -> ocr.TextBox:
+    return ocr.TextBox(box(x1, y1, x2, y2), box(x1 + 3, y1 + 3, x2 - 3, y2 - 3), score)
+
+
 def test_words_of_one_line_are_joined_and_other_lines_are_not() -> None:
-    lines = ocr.joined_lines([box(10, 10, 40, 30), box(52, 12, 90, 31), box(10, 60, 40, 80)])
+    lines = ocr.joined_lines(
+        [region(10, 10, 40, 30), region(52, 12, 90, 31, 0.7), region(10, 60, 40, 80)]
+    )
     assert len(lines) == 2
-    joined = min(lines, key=lambda b: b[:, 1].min())
+    first = min(lines, key=lambda b: b.corners[:, 1].min())
+    joined, core = first.corners, first.core
+    assert first.score == 0.7
+    assert core[:, 0].min() == pytest.approx(13, abs=1) and core[:, 0].max() == pytest.approx(
+        87, abs=1
+    )
     assert joined[:, 0].min() == pytest.approx(10, abs=1) and joined[:, 0].max() == pytest.approx(
         90, abs=1
     )
     # Too far apart (more than 1.2 heights): two texts, not one.
-    assert len(ocr.joined_lines([box(10, 10, 40, 30), box(70, 10, 100, 30)])) == 2
-    assert len(ocr.joined_lines([box(10, 10, 40, 30), box(63, 10, 100, 30)])) == 1
+    assert len(ocr.joined_lines([region(10, 10, 40, 30), region(70, 10, 100, 30)])) == 2
+    assert len(ocr.joined_lines([region(10, 10, 40, 30), region(63, 10, 100, 30)])) == 1
     # Half a height apart vertically: another line.
-    assert len(ocr.joined_lines([box(10, 10, 40, 30), box(45, 21, 80, 41)])) == 2
+    assert len(ocr.joined_lines([region(10, 10, 40, 30), region(45, 21, 80, 41)])) == 2
     assert ocr.joined_lines([]) == []
 
 
