@@ -49,11 +49,16 @@ class PlatesConfig(ObjectModelConfig):
     """``[width, height]`` the vehicle's crop is fitted into for the text detector (bigger
     finds smaller plates, and costs more)."""
     input: InputConfig = Field(default_factory=_det_input)
+    """The detector's input (``[nodes.NAME.input]``): PP-OCR's, BGR, ``(x / 255 - 0.5) /
+    0.5``."""
     on_classes: list[str] | None = Field(default_factory=lambda: list(VEHICLES))
     """Class names of the objects read (default: car, truck, bus, motorcycle)."""
     on_frame: bool = False
     """Read the whole frame (or ``region`` of it) instead of tracked objects: a camera that
     sees only plates (a gate, a car park's entrance), no detector or tracker needed."""
+    region: list[float] = Field([0.0, 0.0, 1.0, 1.0], min_length=4, max_length=4)
+    """The part of the vehicle's box to look in, ``[x1, y1, x2, y2]`` in fractions of it; with
+    ``on_frame``, the part of the frame (where the plates pass)."""
     every_s: float = Field(0.2, gt=0)
     """With ``on_frame``: stream seconds between two reads of a source's frame."""
     gone_s: float = Field(2.0, gt=0)
@@ -80,7 +85,9 @@ class PlatesConfig(ObjectModelConfig):
     """A read names a known plate it differs from by at most this many characters (and
     none other as near)."""
     attempts: int = Field(6, ge=1, le=1000)
+    """Reads per track and round at most (a round: a new track, a box grown by ``grow``)."""
     retry_s: float = Field(0.15, ge=0)
+    """Stream seconds between two reads of one track."""
     min_attempts: int = Field(2, ge=1)
     """A plate holds after at least this many reads of its track..."""
     agree: float = Field(0.5, gt=0, le=1)
@@ -88,7 +95,9 @@ class PlatesConfig(ObjectModelConfig):
     threshold: float | None = Field(0.8, ge=0, le=1)
     """A read votes when its characters' mean probability is at least this."""
     min_size: int = Field(24, ge=1)
+    """Vehicles whose box is narrower or lower than this (pixels) are not read."""
     max_batch: int = Field(8, ge=1, le=256)
+    """Crops (and text lines) per model call."""
     skip_at_edge: bool = False
     """Unlike faces, a plate is often read while its vehicle is still entering the frame."""
 

@@ -140,3 +140,18 @@ def test_help_lists_every_command_main_dispatches(capsys: pytest.CaptureFixture[
     assert set(dispatched(tools)) == set(SUBCOMMANDS)
     for name in dispatched(tools):
         assert re.search(rf"^  run-pipeline {name}\b", shown, re.M), name
+
+
+def test_doctor_says_whether_the_plate_models_are_installed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vapipe.stages.plates import ocr
+
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "models: yes, PP-OCRv6_det_small.onnx and PP-OCRv6_rec_small.onnx in " in out
+    monkeypatch.setattr(ocr.importlib.util, "find_spec", lambda name: None)
+    assert main(["doctor"]) == 0
+    assert "models: no; the rapidocr models are not installed: pip install 'vapipe[ocr]'" in (
+        capsys.readouterr().out
+    )

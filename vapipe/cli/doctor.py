@@ -37,6 +37,7 @@ def report(out: Callable[[str], None] = print, root: Path = Path("/")) -> int:
     _pyav(out)
     _device_decoders(out)
     _rtsp_server(out)
+    _plate_models(out)
     _torch(out)
     _plugins(out)
     return 0
@@ -202,6 +203,20 @@ def _rtsp_server(out: Callable[[str], None]) -> None:
         out(f"  RTSP: no; {INSTALL_HINT}. The page's live video works without it.")
     else:
         out(f"  RTSP: yes, GStreamer's RTSP server through {python}")
+
+
+def _plate_models(out: Callable[[str], None]) -> None:
+    """The ``plates`` node's two models: the installed rapidocr package's."""
+    from vapipe.pipeline.errors import ConfigError
+    from vapipe.stages.plates.ocr import rapidocr_model
+
+    out("\nLicence plates (the plates node)")
+    try:
+        det, rec = rapidocr_model("det", "model"), rapidocr_model("rec", "rec_model")
+    except ConfigError as exc:
+        out(f"  models: no; {exc.message}")
+        return
+    out(f"  models: yes, {Path(det).name} and {Path(rec).name} in {Path(det).parent}")
 
 
 DEVICE_KINDS = ("GPU", "CPU", "ACCELERATOR", "CUSTOM")
