@@ -86,16 +86,15 @@ class DbRules:
 
 @dataclass(frozen=True)
 class TextBox:
-    """A text region: its rectangle grown by ``unclip`` (what is read) and the detector's core
-    of the text (what says whether a border cuts it), each 4 x 2 corner points."""
+    """A text region: its rectangle grown by ``unclip`` (4 x 2 corner points), and its
+    score."""
 
     corners: np.ndarray
-    core: np.ndarray
     score: float
 
     def moved(self, move: Callable[[np.ndarray], np.ndarray]) -> TextBox:
         """The same region in other coordinates (map pixels -> frame pixels)."""
-        return TextBox(move(self.corners), move(self.core), self.score)
+        return TextBox(move(self.corners), self.score)
 
 
 def text_boxes(prob: np.ndarray, rules: DbRules) -> list[TextBox]:
@@ -117,8 +116,7 @@ def text_boxes(prob: np.ndarray, rules: DbRules) -> list[TextBox]:
         # with a polygon offset (a rectangle's offset is a rectangle).
         grow = width * height * rules.unclip / (2 * (width + height))
         corners = cv2.boxPoints(((cx, cy), (width + 2 * grow, height + 2 * grow), angle))
-        core = cv2.boxPoints(((cx, cy), (width, height), angle))
-        found.append(TextBox(corners.astype(np.float32), core.astype(np.float32), score))
+        found.append(TextBox(corners.astype(np.float32), score))
     return found
 
 
@@ -135,7 +133,6 @@ def joined_lines(boxes: list[TextBox], gap: float = 1.2) -> list[TextBox]:
                 if _same_line(lines[i].corners, lines[j].corners, gap):
                     lines[i] = TextBox(
                         _enclosing(lines[i].corners, lines[j].corners),
-                        _enclosing(lines[i].core, lines[j].core),
                         min(lines[i].score, lines[j].score),
                     )
                     del lines[j]

@@ -85,14 +85,16 @@ def regions(prob: np.ndarray, matrix: np.ndarray, rules: ocr.DbRules) -> list[oc
             for line in ocr.joined_lines(boxes)]  # fmt: skip
 
 
-def cut_off(core: np.ndarray, width: int, height: int,
+def cut_off(corners: np.ndarray, width: int, height: int,
             sides: tuple[float, float] | None) -> bool:  # fmt: skip
-    """Whether the detector's core of a text line (4 x 2, frame pixels) reaches the frame's
-    border, or the left or right side of the crop it was found in (``sides``: x1, x2): the
-    text may go on beyond it, and a plate read in part reads as a shorter plate. (Not the
-    crop's top and bottom: a plate on a bumper reaches the vehicle box's bottom.)"""
-    (x1, y1), (x2, y2) = core.min(axis=0), core.max(axis=0)
-    slack = 2.0 + 0.15 * (y2 - y1)
+    """Whether a text line (4 x 2, frame pixels, as grown by ``unclip``) comes within a third
+    of its height of the frame's border, or of the left or right side of the crop it was found
+    in (``sides``: x1, x2): the text may go on beyond it, and a plate read in part reads as a
+    shorter plate. (Not the crop's top and bottom: a plate on a bumper reaches the vehicle
+    box's bottom once grown.) Measured on the scenes: the grown box, not the detector's core,
+    keeps every partly seen plate of the tuning scenes out."""
+    (x1, y1), (x2, y2) = corners.min(axis=0), corners.max(axis=0)
+    slack = max(2.0, (y2 - y1) / 3)
     if x1 < slack or x2 > width - 1 - slack or y1 < 1 or y2 > height - 2:
         return True
     return sides is not None and (x1 < sides[0] + slack or x2 > sides[1] - slack)
@@ -111,7 +113,8 @@ def best_reads(
     lines, owners = [], []
     for index, (image, corners_list) in enumerate(zip(image_of, found, strict=True)):
         for line in corners_list:
-            if cut_off(line.core, image.shape[1], image.shape[0], sides[index] if sides else None):
+            if cut_off(line.corners, image.shape[1], image.shape[0],
+                       sides[index] if sides else None):  # fmt: skip
                 continue
             lines.append(ocr.straightened(image, line.corners, recogniser.config.rec_width))
             owners.append((index, line.corners))

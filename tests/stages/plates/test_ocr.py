@@ -29,9 +29,6 @@ def test_a_region_becomes_its_rectangle_grown_by_unclip() -> None:
     assert (x2 - x1) == pytest.approx(59 + 2 * grow, abs=0.05)
     assert (y2 - y1) == pytest.approx(9 + 2 * grow, abs=0.05)
     assert (x1 + x2) / 2 == pytest.approx(79.5, abs=0.05)
-    # The core is the region itself, not grown.
-    (cx1, cy1), (cx2, cy2) = found.core.min(axis=0), found.core.max(axis=0)
-    assert (cx1, cy1, cx2, cy2) == pytest.approx((50, 40, 109, 49), abs=0.05)
 
 
 def test_weak_thin_and_faint_regions_are_dropped() -> None:
@@ -54,7 +51,7 @@ def box(x1: float, y1: float, x2: float, y2: float) -> np.ndarray:
 
 
 def region(x1: float, y1: float, x2: float, y2: float, score: float = 0.9) -> ocr.TextBox:
-    return ocr.TextBox(box(x1, y1, x2, y2), box(x1 + 3, y1 + 3, x2 - 3, y2 - 3), score)
+    return ocr.TextBox(box(x1, y1, x2, y2), score)
 
 
 def test_words_of_one_line_are_joined_and_other_lines_are_not() -> None:
@@ -63,11 +60,8 @@ def test_words_of_one_line_are_joined_and_other_lines_are_not() -> None:
     )
     assert len(lines) == 2
     first = min(lines, key=lambda b: b.corners[:, 1].min())
-    joined, core = first.corners, first.core
+    joined = first.corners
     assert first.score == 0.7
-    assert core[:, 0].min() == pytest.approx(13, abs=1) and core[:, 0].max() == pytest.approx(
-        87, abs=1
-    )
     assert joined[:, 0].min() == pytest.approx(10, abs=1) and joined[:, 0].max() == pytest.approx(
         90, abs=1
     )

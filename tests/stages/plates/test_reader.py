@@ -31,25 +31,25 @@ def box(x1: float, y1: float, x2: float, y2: float) -> np.ndarray:
 
 
 def test_a_line_near_a_border_or_the_crops_side_is_cut_off() -> None:
-    # The slack: 2 px and 0.15 of the core's height (20 px: 5 px).
-    assert not cut_off(box(100, 100, 200, 120), WIDTH, HEIGHT, None)
-    assert cut_off(box(4.9, 100, 200, 120), WIDTH, HEIGHT, None)
-    assert not cut_off(box(5.1, 100, 200, 120), WIDTH, HEIGHT, None)
-    assert cut_off(box(100, 100, 634.1, 120), WIDTH, HEIGHT, None)
-    assert not cut_off(box(100, 100, 633.9, 120), WIDTH, HEIGHT, None)
+    # The slack: a third of the line's height (30 px: 10 px), at least 2 px.
+    assert not cut_off(box(100, 100, 200, 130), WIDTH, HEIGHT, None)
+    assert cut_off(box(9.9, 100, 200, 130), WIDTH, HEIGHT, None)
+    assert not cut_off(box(10.1, 100, 200, 130), WIDTH, HEIGHT, None)
+    assert cut_off(box(100, 100, 629.1, 130), WIDTH, HEIGHT, None)
+    assert not cut_off(box(100, 100, 628.9, 130), WIDTH, HEIGHT, None)
     assert cut_off(box(100, 0.5, 200, 30), WIDTH, HEIGHT, None)
     assert cut_off(box(100, 330, 200, 358.5), WIDTH, HEIGHT, None)
-    assert not cut_off(box(100, 1.5, 200, 357.5), WIDTH, HEIGHT, None)
-    assert cut_off(box(100, 100, 200, 120), WIDTH, HEIGHT, (95.1, 400))
-    assert not cut_off(box(100, 100, 200, 120), WIDTH, HEIGHT, (94.9, 400))
-    assert cut_off(box(100, 100, 200, 120), WIDTH, HEIGHT, (20, 204.9))
-    assert not cut_off(box(100, 100, 200, 120), WIDTH, HEIGHT, (20, 205.1))
-    assert not cut_off(box(100, 100, 200, 100), WIDTH, HEIGHT, (97.9, 220))  # slack >= 2
+    assert not cut_off(box(300, 1.5, 400, 40), WIDTH, HEIGHT, None)
+    assert not cut_off(box(300, 320, 400, 357.5), WIDTH, HEIGHT, None)
+    assert cut_off(box(100, 100, 200, 130), WIDTH, HEIGHT, (90.1, 400))
+    assert not cut_off(box(100, 100, 200, 130), WIDTH, HEIGHT, (89.9, 400))
+    assert cut_off(box(100, 100, 200, 130), WIDTH, HEIGHT, (20, 209.9))
+    assert not cut_off(box(100, 100, 200, 130), WIDTH, HEIGHT, (20, 210.1))
+    assert not cut_off(box(100, 100, 200, 101), WIDTH, HEIGHT, (97.9, 220))  # at least 2 px
 
 
 def line(x1: float, y1: float, x2: float, y2: float) -> TextBox:
-    """A line as the detector gives it: the core a few pixels inside the box read."""
-    return TextBox(box(x1, y1, x2, y2), box(x1 + 6, y1 + 6, x2 - 6, y2 - 6), 0.9)
+    return TextBox(box(x1, y1, x2, y2), 0.9)
 
 
 def printed(text: str, at: tuple[int, int] = (200, 150), scale: float = 1.3) -> np.ndarray:
