@@ -277,8 +277,8 @@ MODULES: dict[str, list[str]] = {
     "stages/plates/ocr.py": ["tests/stages/plates/test_ocr.py"],
     "stages/plates/memory.py": ["tests/stages/plates/test_memory.py"],
     "stages/plates/sightings.py": ["tests/stages/plates/test_memory.py"],
-    "stages/plates/reader.py": ["tests/stages/plates/test_reader.py", "tests/e2e/test_plates.py"],
-    "stages/plates/stage.py": ["tests/stages/plates/test_reader.py", "tests/e2e/test_plates.py"],
+    "stages/plates/reader.py": ["tests/stages/plates/test_reader.py"],
+    "stages/plates/stage.py": ["tests/stages/plates/test_reader.py"],
     "pipeline/graph.py": [
         "tests/pipeline/test_config.py",
         "tests/pipeline/test_wiring.py",
