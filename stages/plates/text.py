@@ -47,8 +47,6 @@ def _pattern(allowed: str) -> re.Pattern[str]:
 def distance(a: str, b: str) -> int:
     """Levenshtein distance: the fewest characters inserted, deleted or replaced to turn
     ``a`` into ``b``."""
-    if len(a) < len(b):
-        a, b = b, a
     previous = list(range(len(b) + 1))
     for i, char_a in enumerate(a, 1):
         current = [i]

@@ -87,3 +87,33 @@ def test_a_read_as_near_to_two_known_plates_names_neither() -> None:
 def test_a_wider_tolerance_and_none() -> None:
     assert KnownPlates({"KX4921": "van"}, tolerance=2).match("KY4927") is not None
     assert KnownPlates({"KX4921": "van"}, tolerance=0).match("KX4927") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "plate", "name"),
+    [("AB 1234 Carol", "AB1234", "Carol"), ("KX4921 Bob Smith", "KX4921", "Bob Smith"),
+     ("ABCD 12", "ABCD", "12"), ("7HJK 582 Bob", "7HJK582", "Bob"),
+     ("ABCDE 1234 van", "ABCDE1234", "van")],
+)  # fmt: skip
+def test_where_the_plate_ends_and_the_name_starts(tmp_path: Path, line: str, plate: str,
+                                                  name: str) -> None:  # fmt: skip
+    path = tmp_path / "known.txt"
+    path.write_text(line + "  # a comment # with a hash\n", encoding="utf-8")
+    assert read_known(str(path), SHAPE) == {plate: name}
+
+
+def test_a_second_word_of_five_characters_is_the_name(tmp_path: Path) -> None:
+    path = tmp_path / "known.txt"
+    path.write_text("AB 12345 Carol\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="'AB' is not plate-shaped"):
+        read_known(str(path), SHAPE)
+
+
+def test_the_nearest_of_two_near_plates_is_named() -> None:
+    known = KnownPlates({"ZZ999999": "far", "AB1236": "two", "AB1299": "one"}, tolerance=2)
+    near = known.match("AB1235")
+    assert near is not None and (near.name, near.distance) == ("two", 1)
+    assert KnownPlates({"ABCDEFGHIJ": "long", "KX4921": "van"}).tolerance == 1
+    # A plate of another length first in the list does not stop the search.
+    found = KnownPlates({"ABCDEFGHIJ": "long", "KX4921": "van"}).match("KX4927")
+    assert found is not None and found.name == "van"

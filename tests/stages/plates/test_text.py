@@ -27,6 +27,11 @@ def test_the_plate_shape(text: str, fits: bool) -> None:
     assert PlateShape(4, 10, "A-Z0-9").fits(text) is fits
 
 
+def test_the_default_shape_is_4_to_10_characters() -> None:
+    shape = PlateShape()
+    assert [shape.fits("A" * n) for n in (3, 4, 10, 11)] == [False, True, True, False]
+
+
 def test_a_shape_of_other_characters() -> None:
     shape = PlateShape(3, 5, "0-9")
     assert shape.fits("123") and not shape.fits("12A")
@@ -36,7 +41,8 @@ def test_a_shape_of_other_characters() -> None:
     ("a", "b", "apart"),
     [("KX4921", "KX4921", 0), ("KX4921", "KX4927", 1), ("KX4921", "KX492", 1),
      ("KX4921", "XKX4921", 1), ("KX4921", "KY4927", 2), ("", "ABC", 3), ("ABC", "", 3),
-     ("KITTEN", "SITTING", 3)],
+     ("KITTEN", "SITTING", 3), ("ABCD", "XABC", 2), ("AB", "BA", 2), ("ABC", "AXBXC", 2),
+     ("XABC", "ABCD", 2), ("A", "", 1)],
 )  # fmt: skip
 def test_distance(a: str, b: str, apart: int) -> None:
     assert distance(a, b) == apart == distance(b, a)
@@ -60,6 +66,13 @@ def test_a_position_goes_to_the_higher_summed_score() -> None:
     assert voted is not None and voted.text == "AC"
     voted = vote([read("AB", 0.9, 0.6), read("AB", 0.9, 0.6), read("AC", 0.9, 0.95)])
     assert voted is not None and voted.text == "AB"  # 1.2 against 0.95
+
+
+def test_a_tie_at_a_position_goes_the_same_way_whatever_the_order() -> None:
+    first = vote([read("AB", 0.9, 0.7), read("AC", 0.9, 0.7)])
+    second = vote([read("AC", 0.9, 0.7), read("AB", 0.9, 0.7)])
+    assert first is not None and second is not None
+    assert first.text == second.text == "AC"  # the later letter: never the order of reads
 
 
 def test_equal_lengths_tie_on_the_summed_score() -> None:
