@@ -5,6 +5,7 @@ decoding, and an annotated video drawn from the pictures downloaded for it."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,13 @@ def test_nvdec_frames_give_the_software_paths_events_and_video(
     ]
     assert sum(len(e["detections"]) for e in frames) > FRAMES  # people were found
     assert device["stats"]["stages"]["cam"]["decoder"] == "nvdec"
-    # The drawn pictures were downloaded from the device: the same pictures, encoded (x264's
-    # threads may round a macroblock differently from run to run, so within a small error;
-    # a neighbouring frame of this clip differs by several levels on average).
+    # The drawn pictures were downloaded from the device: the same pictures, encoded. x264's
+    # threads may round macroblocks differently from run to run (0.60 seen once on a loaded
+    # 2-core CI machine), so the bound is a third of what a neighbouring frame of this clip
+    # differs by: a wrong picture (another frame, planes swapped) is far above it.
     with av.open(str(device["video"])) as one, av.open(str(software["video"])) as other:
-        pairs = zip(one.decode(video=0), other.decode(video=0), strict=True)
-        errors = [np.abs(a.to_ndarray().astype(int) - b.to_ndarray()).mean() for a, b in pairs]
-    assert len(errors) == FRAMES and max(errors) < 0.5, max(errors)
+        theirs = [frame.to_ndarray().astype(int) for frame in other.decode(video=0)]
+        mine = [frame.to_ndarray().astype(int) for frame in one.decode(video=0)]
+    errors = [np.abs(a - b).mean() for a, b in zip(mine, theirs, strict=True)]
+    neighbours = [np.abs(a - b).mean() for a, b in itertools.pairwise(theirs)]
+    assert len(errors) == FRAMES and max(errors) < np.mean(neighbours) / 3, (errors, neighbours)

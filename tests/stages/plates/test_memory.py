@@ -101,3 +101,26 @@ def test_three_characters_apart_is_another_plate() -> None:
     assert sightings.add(found("KX4999", 0.5), 0.1) is first  # two apart: NEAR
     assert first.voted is not None and first.voted.text == "KX4921"
     assert sightings.add(found("KA3999"), 0.2) is not first  # three from the voted KX4921
+
+
+def test_the_picture_kept_is_the_best_read_of_the_voted_plate_else_the_best() -> None:
+    mem = memory(min_attempts=3)
+    key = ("cam", 4)
+    attempt(mem, key, plate_vote("KX4921", 0.85), 0.0)
+    attempt(mem, key, plate_vote("KX4927", 0.99), 0.2)
+    held = attempt(mem, key, plate_vote("KX4921", 0.9), 0.4)
+    assert held is not None and held.label == "KX4921"
+    assert held.payload.read.score == 0.9, "the best read that says the voted plate"
+    other = memory(min_attempts=3)
+    attempt(other, key, plate_vote("KY4921", 0.9), 0.0)
+    attempt(other, key, plate_vote("KX4927", 0.95), 0.2)
+    held = attempt(other, key, plate_vote("KX4821", 0.9), 0.4)
+    assert held is not None and held.label == "KX4921"  # no read said it whole
+    assert held.payload.read.text == "KX4927", "then the best read of all"
+
+
+def test_a_read_at_the_threshold_votes() -> None:
+    mem = memory(min_attempts=1, threshold=0.8)
+    assert attempt(mem, ("cam", 5), plate_vote("KX4921", 0.8), 0.0) is not None
+    mem = memory(min_attempts=1, threshold=0.8)
+    assert attempt(mem, ("cam", 5), plate_vote("KX4921", 0.79), 0.0) is None
