@@ -38,11 +38,9 @@ class Sightings:
         """The read joins the nearest open sighting (or starts one); returns it, voted."""
         self.sweep(pts)
         text = found.read.text
-        nearest = min(
-            (s for s in self.open if s.voted and distance(s.voted.text, text) <= NEAR),
-            key=lambda s: distance(s.voted.text, text) if s.voted else NEAR + 1,
-            default=None,
-        )
+        apart = [(distance(s.voted.text, text), s) for s in self.open if s.voted is not None]
+        near = [(d, s) for d, s in apart if d <= NEAR]
+        nearest = min(near, key=lambda pair: pair[0])[1] if near else None
         if nearest is None:
             nearest = Sighting(pts)
             self.open.append(nearest)

@@ -100,7 +100,38 @@ def test_three_characters_apart_is_another_plate() -> None:
     first = sightings.add(found("KX4921"), 0.0)
     assert sightings.add(found("KX4999", 0.5), 0.1) is first  # two apart: NEAR
     assert first.voted is not None and first.voted.text == "KX4921"
-    assert sightings.add(found("KA3999"), 0.2) is not first  # three from the voted KX4921
+    assert sightings.add(found("KA3931"), 0.2) is not first  # three from the voted KX4921
+
+
+def test_a_read_joins_the_nearest_sighting() -> None:
+    sightings = Sightings(min_reads=1, agree=0.5, gone_s=2.0)
+    one = sightings.add(found("KX4921"), 0.0)
+    two = sightings.add(found("KX4X2X"), 0.0)  # 2 from the first: joins it
+    assert two is one
+    three = sightings.add(found("AB1234"), 0.1)
+    assert three is not one
+    assert sightings.add(found("AB1294"), 0.2) is three  # 1 from AB1234, 4 from KX4921
+
+
+def test_a_sighting_holds_when_enough_reads_agree_on_the_length() -> None:
+    sightings = Sightings(min_reads=2, agree=0.6, gone_s=2.0)
+    seen = sightings.add(found("KX4921"), 0.0)
+    assert sightings.add(found("KX49"), 0.1) is seen  # 2 apart
+    assert not sightings.holds(seen)  # 1 of 2 of one length: under 0.6
+    sightings.add(found("KX4921"), 0.2)
+    assert sightings.holds(seen) and seen.number == 1  # 2 of 3: more reads than min_reads
+    exact = Sightings(min_reads=2, agree=0.5, gone_s=2.0)
+    half = exact.add(found("KX4921"), 0.0)
+    exact.add(found("KX49"), 0.1)
+    assert exact.holds(half), "1 of 2 is agree = 0.5 exactly"
+
+
+def test_gone_s_is_counted_from_the_last_read() -> None:
+    sightings = Sightings(min_reads=1, agree=0.5, gone_s=2.0)
+    first = sightings.add(found("KX4921"), 1.9)
+    assert sightings.add(found("KX4921"), 1.9) is first  # the same instant
+    assert sightings.add(found("KX4921"), 2.5) is first  # 0.6 after the last read
+    assert sightings.add(found("KX4921"), 4.5) is not first  # exactly gone_s after
 
 
 def test_the_picture_kept_is_the_best_read_of_the_voted_plate_else_the_best() -> None:
