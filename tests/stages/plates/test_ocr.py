@@ -143,3 +143,51 @@ def test_a_real_line_of_text_reads() -> None:
     output = rec.run(None, {rec.get_inputs()[0].name: ocr.rec_batch([line], 320)})[0][0]
     text, scores = ocr.ctc_read(output, chars)
     assert text == "KX-4921" and min(scores) > 0.8
+
+
+def test_paddleocrs_db_settings_are_the_defaults() -> None:
+    rules = ocr.DbRules()
+    assert (rules.thresh, rules.box_thresh, rules.unclip, rules.min_side) == (0.3, 0.5, 1.6, 3.0)
+
+
+def test_the_thresholds_are_strict_above_and_inclusive_at_the_box_score() -> None:
+    at_thresh = blob_map((20, 20, 80, 30, 0.3))
+    assert ocr.text_boxes(at_thresh, ocr.DbRules(thresh=0.3, box_thresh=0.1)) == []
+    at_box = blob_map((20, 20, 80, 30, 0.5))
+    assert len(ocr.text_boxes(at_box, ocr.DbRules(thresh=0.3, box_thresh=0.5))) == 1
+
+
+@pytest.mark.parametrize("faint_first", [True, False])
+def test_a_faint_region_does_not_stop_the_search(faint_first: bool) -> None:
+    faint, strong = (20, 10, 80, 20, 0.35), (20, 60, 80, 70, 0.9)
+    prob = blob_map(*((faint, strong) if faint_first else (strong, faint)))
+    (found,) = ocr.text_boxes(prob, ocr.DbRules())
+    assert found.score == pytest.approx(0.9, abs=1e-4)
+
+
+def test_three_words_on_a_line_make_one_line_in_any_order() -> None:
+    words = [region(10, 10, 40, 30), region(50, 10, 80, 30), region(90, 10, 120, 30)]
+    for order in (words, words[::-1], [words[1], words[2], words[0]]):
+        (line,) = ocr.joined_lines(order)
+        assert line.corners[:, 0].min() == pytest.approx(10, abs=1)
+        assert line.corners[:, 0].max() == pytest.approx(120, abs=1)
+
+
+def test_a_line_is_judged_by_the_taller_word_and_the_centres() -> None:
+    short, tall = region(10, 10, 40, 30), region(70, 0, 100, 40)  # 30 apart: over 1.2 x 20
+    assert len(ocr.joined_lines([short, tall])) == 1  # within 1.2 x 40
+    assert len(ocr.joined_lines([tall, short])) == 1
+    assert len(ocr.joined_lines([region(10, 10, 40, 30), region(45, 19, 80, 39)])) == 1
+    assert len(ocr.joined_lines([region(10, 10, 40, 30), region(45, 21, 80, 41)])) == 2
+    assert len(ocr.joined_lines([region(110, 10, 140, 30), region(10, 10, 40, 30)])) == 2
+
+
+def test_a_list_longer_than_the_models_classes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ocr.characters("A\nB\nC\nD", 4, "m.onnx", None)
+    assert "m.onnx's metadata lists 4 characters" in caught.value.message
+    assert "2 characters expected" in caught.value.message
+    listed = tmp_path / "chars.txt"
+    listed.write_text("A\nB\nC\nD", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"{listed} lists 4 characters"):
+        ocr.characters(None, 4, "m.onnx", str(listed))
