@@ -260,12 +260,18 @@ class ObjectModel:
 
     def close(self) -> dict[str, Any]:
         backend, self.backend = self.backend, None
-        stats = backend.stats() if backend is not None else {}
-        if backend is not None:
-            backend.close()
-        if self._folder:
-            for name in os.listdir(self._folder):
-                os.unlink(os.path.join(self._folder, name))
-            os.rmdir(self._folder)
-            self._folder = None
-        return stats
+        folder, self._folder = self._folder, None
+        return release(backend, folder)
+
+
+def release(backend: Backend | None, folder: str | None) -> dict[str, Any]:
+    """A loaded model let go: its backend's stats (taken before it closes), the backend
+    closed, and the folder its prepared file lay in removed."""
+    stats = backend.stats() if backend is not None else {}
+    if backend is not None:
+        backend.close()
+    if folder:
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+    return stats

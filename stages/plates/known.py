@@ -4,6 +4,7 @@ is as close to two known plates."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,9 @@ class KnownPlates:
     def __init__(self, names: Mapping[str, str], tolerance: int = 1) -> None:
         self.names = dict(names)
         self.tolerance = tolerance
+        # A held plate is matched on every frame its vehicle is drawn or counted: the search
+        # over the list is made once per text (the list does not change during a run).
+        self._matched = functools.lru_cache(maxsize=1024)(self._nearest)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -35,6 +39,9 @@ class KnownPlates:
         """The known plate ``text`` (normalised) is: the same, else the one nearest within
         ``tolerance`` characters; None when none is that near, or when two are as near (a
         read between two known plates names neither)."""
+        return self._matched(text)
+
+    def _nearest(self, text: str) -> Match | None:
         name = self.names.get(text)
         if name is not None:
             return Match(text, name, 0)

@@ -16,7 +16,7 @@ from vapipe.stages.crops.cutter import run_in_chunks
 from vapipe.stages.crops.warp import points_to_frame
 from vapipe.stages.infer.backends import load_backend
 from vapipe.stages.infer.backends.base import Backend
-from vapipe.stages.objects.model import prepare
+from vapipe.stages.objects.model import prepare, release
 from vapipe.stages.plates import ocr
 from vapipe.stages.plates.config import PlatesConfig
 from vapipe.stages.plates.text import PlateShape, Read, normalised
@@ -44,8 +44,9 @@ class Recogniser:
 
     def __init__(self, node: str, config: PlatesConfig, path: str) -> None:
         self.node, self.config, self.path = node, config, path
-        self._folder = tempfile.mkdtemp(prefix="vapipe-plates-")
-        prepared = prepare(path, None, [config.rec_width, ocr.REC_HEIGHT], self._folder)
+        folder = tempfile.mkdtemp(prefix="vapipe-plates-")
+        self._folder: str | None = folder
+        prepared = prepare(path, None, [config.rec_width, ocr.REC_HEIGHT], folder)
         self.backend: Backend | None = load_backend(
             prepared.path, node, config.backend, config.max_batch
         )
@@ -68,13 +69,8 @@ class Recogniser:
 
     def close(self) -> dict[str, object]:
         backend, self.backend = self.backend, None
-        stats = backend.stats() if backend is not None else {}
-        if backend is not None:
-            backend.close()
-        for name in os.listdir(self._folder):
-            os.unlink(os.path.join(self._folder, name))
-        os.rmdir(self._folder)
-        return stats
+        folder, self._folder = self._folder, None
+        return release(backend, folder)
 
 
 def regions(prob: np.ndarray, matrix: np.ndarray, rules: ocr.DbRules) -> list[ocr.TextBox]:
