@@ -172,6 +172,26 @@ def record(path: Path, payload: Mapping[str, Any], about: str | None = None) -> 
     return result
 
 
+def pipeline_run(
+    config: Path, frames: int, folder: Path, sets: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``python -m vapipe CONFIG`` for ``frames`` frames, its source looped, in a new
+    ``folder`` (outputs land there), quiet, with ``--set`` for each of ``sets``: its
+    ``--stats``, with ``fps`` added: frames / the time from every stage open to the end (the
+    steady rate: a model's load is paid once per run, not per frame)."""
+    folder.mkdir()
+    stats = folder / "stats.json"
+    command = [sys.executable, "-m", "vapipe", str(config), "--set", "cam.loop=true",
+               "--max-frames", str(frames), "--stats", str(stats), "--log-level", "warning",
+               "--no-progress"]  # fmt: skip
+    for item in sets:
+        command += ["--set", item]
+    subprocess.run(command, cwd=folder, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(stats.read_text())
+    result["fps"] = frames / (result["wall_s"] - result["startup"]["to_ready_s"])
+    return result
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A markdown table."""
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]

@@ -14,8 +14,6 @@ here); ``--model`` takes another. Writes bench/results/objects_cost.json.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,21 +54,12 @@ def detect_only(folder: Path) -> Path:
 
 
 def run(config: Path, model: Path, frames: int, folder: Path, classify: bool) -> dict[str, Any]:
-    folder.mkdir()
-    stats = folder / "stats.json"
-    command = [sys.executable, "-m", "vapipe", str(config), "--set", "cam.loop=true",
-               "--max-frames", str(frames), "--stats", str(stats), "--log-level", "warning",
-               "--no-progress"]  # fmt: skip
+    sets = []
     if classify:
-        command += ["--set", f"kind.model={model}", "--set", "kind.labels_file=" + str(
-            REPO / "models" / "imagenet.txt")]  # fmt: skip
-    subprocess.run(command, cwd=folder, check=True, capture_output=True, text=True)
-    result = json.loads(stats.read_text())
-    # Throughput once every stage is open (as the GPU benches' steady rate): loading the
-    # classifier (its session, the batch check) is paid once per run, not per frame.
-    running_s = result["wall_s"] - result["startup"]["to_ready_s"]
+        sets = [f"kind.model={model}", "kind.labels_file=" + str(REPO / "models" / "imagenet.txt")]
+    result = harness.pipeline_run(config, frames, folder, sets)
     measured: dict[str, Any] = {
-        "fps": round(frames / running_s, 2),
+        "fps": round(result["fps"], 2),
         "fps_with_startup": round(frames / result["wall_s"], 2),
         "to_ready_s": result["startup"]["to_ready_s"],
     }

@@ -12,9 +12,7 @@ bench/results/plates_cost_gpu.json``) and prints a markdown table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -43,18 +41,9 @@ def without_plates(folder: Path) -> Path:
 
 
 def run(config: Path, clip: Path, frames: int, folder: Path, sets: list[str]) -> dict[str, Any]:
-    folder.mkdir()
-    stats = folder / "stats.json"
-    command = [sys.executable, "-m", "vapipe", str(config), "--set", f"cam.uri={clip}",
-               "--set", "cam.loop=true", "--max-frames", str(frames), "--stats", str(stats),
-               "--log-level", "warning", "--no-progress"]  # fmt: skip
-    for item in sets:
-        command += ["--set", item]
-    subprocess.run(command, cwd=folder, check=True, capture_output=True, text=True)
-    result = json.loads(stats.read_text())
-    running_s = result["wall_s"] - result["startup"]["to_ready_s"]
+    result = harness.pipeline_run(config, frames, folder, [f"cam.uri={clip}", *sets])
     measured: dict[str, Any] = {
-        "fps": round(frames / running_s, 2),
+        "fps": round(result["fps"], 2),
         "fps_with_startup": round(frames / result["wall_s"], 2),
         "det": result["stages"]["det"].get("provider"),
     }
