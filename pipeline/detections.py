@@ -109,20 +109,22 @@ class Detections:
         return self.names[class_id] if 0 <= class_id < len(self.names) else str(class_id)
 
     def to_records(self) -> list[dict[str, object]]:
-        """JSON-ready dicts, one per detection."""
-        # Python numbers taken out in one ``tolist`` per array: the same values as element by
-        # element (float32 -> float is exact), without a numpy scalar per number.
+        """JSON-ready dicts, one per detection: boxes to 2 decimals, scores to 4."""
+        # Python numbers taken out in one ``tolist`` per array, rounded a whole array at a
+        # time: the same values as ``round(v, 2)`` number by number (see ``rounded``).
+        boxes = rounded(self.xyxy, 2)
+        scores = rounded(self.score, 4)
+        class_ids = self.class_id.tolist()
         tracks = self.track_id.tolist() if self.track_id is not None else None
         attributes = self.attributes
+        names, known = self.names, len(self.names)
         records = []
-        for index, (box, score, class_id) in enumerate(
-            zip(self.xyxy.tolist(), self.score.tolist(), self.class_id.tolist(), strict=True)
-        ):
+        for index, class_id in enumerate(class_ids):
             record: dict[str, object] = {
-                "xyxy": [round(v, 2) for v in box],
-                "score": round(score, 4),
+                "xyxy": boxes[index],
+                "score": scores[index],
                 "class_id": class_id,
-                "class_name": self.class_name(class_id),
+                "class_name": names[class_id] if 0 <= class_id < known else str(class_id),
             }
             if tracks is not None:
                 record["track_id"] = tracks[index]
@@ -130,3 +132,20 @@ class Detections:
                 record["attributes"] = as_events(attributes[index])
             records.append(record)
         return records
+
+
+def rounded(values: np.ndarray, digits: int) -> list[Any]:
+    """``values`` as Python floats (nested lists) rounded to ``digits`` decimals, each equal
+    to Python's ``round(float(v), digits)``. For float32 (what detections hold) numpy's
+    ``round`` gives exactly that: ``v * 10**digits`` is exact in float64 (24 + 14 bits at most),
+    so its half-to-even ``rint`` and the division round as Python's decimal rounding does.
+    Other types are rounded number by number."""
+    if values.dtype == np.float32 and digits <= 4:
+        return np.round(values.astype(np.float64), digits).tolist()
+    return _round_each(values.tolist(), digits)
+
+
+def _round_each(values: Any, digits: int) -> Any:
+    if isinstance(values, list):
+        return [_round_each(value, digits) for value in values]
+    return round(values, digits)

@@ -290,3 +290,21 @@ class EncodedPacket:
     time: float
     """Its presentation time on the frames' ``pts`` line (seconds)."""
     stream: EncodedStream
+
+
+def in_order(items: list[Any]) -> list[Any]:
+    """A batch as it came: each in-band message alone, and the data items between two as one
+    list (so a sink writes a source's ``source_down`` after that source's last frame)."""
+    runs: list[Any] = []
+    data: list[Any] = []
+    for item in items:
+        if isinstance(item, Message):
+            if data:
+                runs.append(data)
+                data = []
+            runs.append(item)
+        else:
+            data.append(item)
+    if data:
+        runs.append(data)
+    return runs

@@ -57,8 +57,11 @@ class Node:
                 self.next_emit += 1
 
     def push_all(self, outputs: Iterable[Any]) -> None:
-        for output in outputs:
-            self.push(output)
+        """Every output onto every link, each link taking them in one hand-over."""
+        items = outputs if isinstance(outputs, list) else list(outputs)
+        if items:
+            for link in self.outputs:
+                link.put_many(items)
 
     def push(self, item: Any) -> None:
         for link in self.outputs:

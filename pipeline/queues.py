@@ -104,6 +104,41 @@ class LinkQueue:
             self._append(item)
             return True
 
+    def put_many(self, items: list[Any]) -> int:
+        """Queue ``items`` in order, as ``put`` would one by one, under one hold of the lock
+        and with one wake-up of the consumer for all of them (a batch's frames: one hand-over,
+        not one per frame). Returns how many were queued."""
+        if len(items) == 1:
+            return int(self.put(items[0]))
+        inbox = self._inbox
+        queued = 0
+        with inbox.lock:
+            for item in items:
+                if inbox.aborted:
+                    raise Aborted(self.name)
+                if inbox.discarding:
+                    break
+                if len(self._items) >= self.size:
+                    if self.leaky is Leaky.UPSTREAM:
+                        self._count_drop(item)
+                        continue
+                    if self.leaky is Leaky.DOWNSTREAM:
+                        self._drop_oldest_data()
+                    else:
+                        self._inbox.not_empty.notify_all()  # what is queued can be taken now
+                        while len(self._items) >= self.size:
+                            self._not_full.wait()
+                            if inbox.aborted:
+                                raise Aborted(self.name)
+                            if inbox.discarding:
+                                return queued
+                self._items.append(item)
+                queued += 1
+                self.stats.high_water = max(self.stats.high_water, len(self._items))
+            if queued:
+                self._inbox.not_empty.notify_all()
+        return queued
+
     def put_eos(self) -> None:
         """End this link. Control items skip the size bound, so they can never block."""
         with self._inbox.lock:

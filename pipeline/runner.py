@@ -19,7 +19,7 @@ from typing import Any, cast
 from vapipe.pipeline import lingering
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
-from vapipe.pipeline.frame import Message
+from vapipe.pipeline.frame import Message, in_order
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.launch import since_launch, startup_phases
 from vapipe.pipeline.metrics import StageMetrics, queue_summary
@@ -276,6 +276,7 @@ class Runner:
     def _stage_loop(self, node: Node) -> None:
         stage, inbox = node.stage, cast(Inbox, node.inbox)
         items: list[Any] = []
+        current: Any = None  # the item (the first of a batch) being processed, for errors
         ticket = -1
         try:
             while True:
@@ -287,30 +288,29 @@ class Runner:
                         items, ended = ([], True) if item is EOS else ([item], False)
                     ticket = node.next_ticket
                     node.next_ticket += 1
-                messages = [item for item in items if isinstance(item, Message)]
-                if messages:
-                    items = [item for item in items if not isinstance(item, Message)]
                 outputs: list[Any] = []
-                if items:
+                for run in in_order(items):
+                    current = run if isinstance(run, Message) else run[0]
+                    if isinstance(run, Message):
+                        outputs.extend(stage.handle_message(run))
+                        if node.on_message is not None:
+                            node.on_message(run)
+                        continue
                     started = time.perf_counter()
                     if isinstance(stage, BatchStage):
-                        outputs = list(stage.process_batch(items))
+                        outputs.extend(stage.process_batch(run))
                     else:
-                        outputs = list(stage.process(items[0]))
-                    node.metrics.record(len(items), time.perf_counter() - started)
+                        outputs.extend(stage.process(run[0]))
+                    node.metrics.record(len(run), time.perf_counter() - started)
                     if not node.outputs:
-                        node.metrics.record_latency(items)
-                for message in messages:
-                    outputs.extend(stage.handle_message(message))
-                    if node.on_message is not None:
-                        node.on_message(message)
+                        node.metrics.record_latency(run)
                 node.emit(ticket, outputs)
                 if ended:
                     break
         except Aborted:
             pass
         except Exception as exc:
-            self._record_error(stage.name, exc, items[0] if items else None)
+            self._record_error(stage.name, exc, current)
             inbox.discard()
             if node.workers > 1:
                 node.emit(ticket, [])  # release the reorder slot of the failed item

@@ -17,7 +17,7 @@ from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Frame
 from vapipe.pipeline.geometry import Letterbox
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import ParallelConfig, Stage, StageConfig
+from vapipe.pipeline.stage import BatchStage, ParallelConfig, StageConfig
 from vapipe.stages.boxes import box_iou
 
 log = logging.getLogger(__name__)
@@ -185,11 +185,15 @@ class Selection:
 
 
 @register("nms")
-class NmsStage(Stage):
+class NmsStage(BatchStage):
     """Keeps the confident boxes, suppresses overlaps (per class) and maps boxes to frame
     pixels."""
 
     reads_pixels = False
+    # The frames waiting, taken together (never a wait for more): one hand-over per batch of
+    # the model's, not one per frame.
+    max_batch = 64
+    batch_timeout_s = 0.0
 
     Config = NmsConfig
     config: NmsConfig
@@ -203,20 +207,26 @@ class NmsStage(Stage):
 
     def __init__(self, name: str, config: StageConfig) -> None:
         super().__init__(name, config)
+        self.max_batch = max(1, NmsStage.max_batch // self.config.workers)  # each worker a share
         classes = self.config.classes
         self._filter_check = ClassFilterCheck(name, classes) if classes is not None else None
 
-    def process(self, frame: Frame) -> tuple[Frame]:
+    def process_batch(self, frames: list[Frame]) -> list[Frame]:
+        for frame in frames:
+            self.select_frame(frame)
+        return frames
+
+    def select_frame(self, frame: Frame) -> None:
+        """The frame's candidates replaced by its kept detections, in frame pixels."""
         if frame.detections is None:
             if frame.predicted:  # skipped by infer.interval: the tracker fills it in
-                return (frame,)
+                return
             raise PipelineError("frame has no detections: link an infer node before this nms node")
         found = frame.detections
         frame.detections = self.select(found, frame.letterbox)
         check = self._filter_check
         if check is not None and frame.source_id not in check.done:
             check.add(frame.source_id, found, self.config.conf, len(frame.detections))
-        return (frame,)
 
     non_finite = 0
 

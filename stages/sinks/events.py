@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 from vapipe.pipeline.errors import ConfigError
 from vapipe.pipeline.frame import Frame, Message
 from vapipe.pipeline.registry import register
-from vapipe.pipeline.stage import StageConfig, StageContext
+from vapipe.pipeline.stage import BatchStage, StageConfig, StageContext
 from vapipe.stages.events.records import NonFinite, frame_records, message_record, to_json
 from vapipe.stages.media.paths import check_writable, output_path
 from vapipe.stages.sinks.path_sink import PathSink
@@ -32,8 +32,11 @@ class EventsConfig(StageConfig):
 
 
 @register("events")
-class EventsSink(PathSink):
+class EventsSink(PathSink, BatchStage):
     """Writes events as JSON lines; a killed run leaves only whole lines."""
+
+    max_batch = 64
+    batch_timeout_s = 0.0  # what is waiting, never a wait for more
 
     reads_pixels = False
     lines = 0
@@ -84,18 +87,35 @@ class EventsSink(PathSink):
         return handle
 
     def write(self, event: dict[str, Any]) -> None:
+        self.write_all([event])
+
+    def write_all(self, events: list[dict[str, Any]]) -> None:
+        """Each event a line, in order; each file's lines in one write, then flushed: a reader
+        never sees half an object, and a batch of frames costs one system call, not one per
+        line (each lets go of the interpreter lock, and waits to get it back)."""
         self._ran = True
         if self.stdout_gone:
             return
-        handle = self._file(str(event.get("source_id", "")))
-        line = (to_json(event, self.non_finite) + "\n").encode()
+        by_file: dict[BinaryIO, list[bytes]] = {}
+        for event in events:
+            handle = self._file(str(event.get("source_id", "")))
+            by_file.setdefault(handle, []).append((to_json(event, self.non_finite) + "\n").encode())
+        for handle, lines in by_file.items():
+            if not self._write_lines(handle, b"".join(lines), len(lines)):
+                return
+
+    def _write_lines(self, handle: BinaryIO, data: bytes, count: int) -> bool:
+        """``data`` (``count`` whole lines) written and flushed; False when stdout's reader
+        has gone. A full disk takes back the partial line, keeps the whole ones and raises."""
         seekable = handle.seekable()
         start = handle.tell() if seekable else 0
+        written = 0
         try:
-            # The whole line, then flush: a reader never sees half an object.
-            view = memoryview(line)
+            view = memoryview(data)
             while view:
-                view = view[handle.write(view) or 0 :]
+                done = handle.write(view) or 0
+                written += done
+                view = view[done:]
             handle.flush()
         except BrokenPipeError:
             if handle is not sys.stdout.buffer:
@@ -104,21 +124,28 @@ class EventsSink(PathSink):
             self.stdout_gone = True
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             log.info("%s: stdout was closed by its reader; no more events there", self.name)
-            return
+            return False
         except OSError:
+            whole = data.rfind(b"\n", 0, written) + 1  # the lines written whole stay
+            self.lines += data.count(b"\n", 0, whole)
             if seekable:  # a full disk: take the partial line back, so every line is whole
                 # A device (/dev/full) cannot be truncated: the disk's error is the one to tell.
                 with contextlib.suppress(OSError):
-                    os.ftruncate(handle.fileno(), start)
-                    handle.seek(start)
+                    os.ftruncate(handle.fileno(), start + whole)
+                    handle.seek(start + whole)
             raise
-        self.lines += 1
+        self.lines += count
+        return True
 
-    def process(self, frame: Frame) -> tuple[Frame]:
+    def process_batch(self, frames: list[Frame]) -> list[Frame]:
+        """The frames queued now, written together (the runner takes what is waiting and
+        does not wait for more: ``batch_timeout_s`` 0)."""
         self._ran = True
-        for record in frame_records(frame, empty_frames=self.config.empty_frames):
-            self.write(record)
-        return (frame,)
+        empty = self.config.empty_frames
+        self.write_all(
+            [record for frame in frames for record in frame_records(frame, empty_frames=empty)]
+        )
+        return frames
 
     def accept(self, record: dict[str, Any]) -> None:
         self._ran = True

@@ -202,3 +202,50 @@ class FailingSource(CountingSource):
         for seq in range(self.config.fail_after):
             yield Item(self.name, seq)
         raise RuntimeError("decoder broke")
+
+
+class MessagesSourceConfig(StageConfig):
+    count: int = 6
+    every: int = 2
+
+
+MESSAGES_SENT = threading.Event()
+
+
+@register("test-messages")
+class MessagesSource(SourceStage):
+    """Items with an in-band message after every ``every``-th (a camera going down and up)."""
+
+    Config = MessagesSourceConfig
+
+    def frames(self) -> Iterator[Any]:
+        from vapipe.pipeline.frame import Message
+
+        for seq in range(self.config.count):
+            yield Item(self.name, seq)
+            if seq % self.config.every == self.config.every - 1:
+                yield Message(self.name, f"after-{seq}", time.time(), seq)
+        MESSAGES_SENT.set()
+
+
+@register("test-batch-log")
+class BatchLog(BatchStage):
+    """Takes everything waiting at once (as the nms node and the events sink do) and records
+    items and messages in the order it handled them, and its batches' sizes."""
+
+    max_batch = 64
+
+    def open(self, context: Any) -> None:
+        self.log: list[Any] = []
+        self.sizes: list[int] = []
+
+    def process_batch(self, items: list[Item]) -> list[Item]:
+        if not self.sizes:  # the rest queue up meanwhile: the next batch takes them all
+            MESSAGES_SENT.wait(30)
+        self.sizes.append(len(items))
+        self.log += [item.seq for item in items]
+        return items
+
+    def handle_message(self, message: Any) -> tuple[Any]:
+        self.log.append(message.kind)
+        return (message,)

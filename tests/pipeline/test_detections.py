@@ -82,3 +82,28 @@ def test_records_round_boxes_to_2_places_scores_to_4_and_name_unknown_ids() -> N
     assert type(record["score"]) is float
     assert three().to_records()[1]["class_name"] == "car"
     assert "track_id" not in three().to_records()[0]
+
+
+def test_rounded_float32_arrays_equal_python_round_number_by_number() -> None:
+    from vapipe.pipeline.detections import rounded
+
+    rng = np.random.default_rng(7)
+    halves = rng.integers(-400_000, 400_000, 20_000) / 200  # x.xx5 exactly: ties to even
+    values = np.concatenate([rng.uniform(-5000, 5000, 50_000), halves, [0.125, -0.005, 1e-9]])
+    for digits in (2, 4):
+        as32 = values.astype(np.float32)
+        expected = [round(v, digits) for v in as32.tolist()]
+        got = rounded(as32, digits)
+        assert got == expected and [repr(v) for v in got] == [repr(v) for v in expected]
+    boxes = rng.uniform(0, 2000, (5, 4)).astype(np.float32)
+    assert rounded(boxes, 2) == [[round(v, 2) for v in row] for row in boxes.tolist()]
+
+
+def test_rounded_other_types_round_each_number() -> None:
+    from vapipe.pipeline.detections import rounded
+
+    # float64 * 100 is not exact: Python's decimal rounding, number by number
+    assert rounded(np.array([[2.675, 0.125], [1.005, 3.0]]), 2) == [[2.67, 0.12], [1.0, 3.0]]
+    assert rounded(np.array([2.675]), 2) != np.round(np.array([2.675]), 2).tolist()
+    assert rounded(np.array([3, 4], np.int32), 2) == [3, 4]
+    assert rounded(np.array([0.123456], np.float32), 5) == [round(float(np.float32(0.123456)), 5)]

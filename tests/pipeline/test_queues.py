@@ -166,3 +166,68 @@ def test_an_ended_transient_link_leaves_the_inbox_but_keeps_its_counts() -> None
     assert inbox.get() is EOS  # the next look with nothing ready drops the ended link
     assert inbox.links == [kept] and inbox.retired == [added]
     assert inbox.retired[0].stats.dropped == 1
+
+
+@pytest.mark.parametrize("leaky", [Leaky.NO, Leaky.UPSTREAM, Leaky.DOWNSTREAM])
+def test_put_many_queues_and_drops_exactly_as_put_one_by_one(leaky: Leaky) -> None:
+    if leaky is Leaky.NO:  # a blocking link's consumer takes items while the producer waits
+        inbox = Inbox("c")
+        link = inbox.add_link("p ! c", size=3, leaky=leaky)
+        producer = threading.Thread(
+            target=lambda: (link.put_many([Item("cam", seq) for seq in range(8)]), link.put_eos())
+        )
+        producer.start()
+        assert drain(inbox) == list(range(8))
+        producer.join(5)
+        assert link.stats.dropped == 0 and link.stats.high_water == 3
+        return
+    outcomes = []
+    for put_many in (False, True):
+        inbox = Inbox("c")
+        link = inbox.add_link("p ! c", size=3, leaky=leaky)
+        items = [Item("cam", seq) for seq in range(7)]
+        queued = link.put_many(items) if put_many else sum(link.put(item) for item in items)
+        link.put_eos()
+        outcomes.append((queued, drain(inbox), link.stats.dropped, link.stats.high_water))
+    assert outcomes[0] == outcomes[1]
+    queued, kept, dropped, high_water = outcomes[1]
+    assert kept == ([0, 1, 2] if leaky is Leaky.UPSTREAM else [4, 5, 6]) and dropped == 4
+    assert high_water == 3 and queued == (3 if leaky is Leaky.UPSTREAM else 7)
+
+
+def test_put_many_wakes_a_waiting_consumer_once_for_all_and_stops_when_discarded() -> None:
+    inbox = Inbox("c")
+    link = inbox.add_link("p ! c", size=2)
+    got: list[list[int]] = []
+    consumer = threading.Thread(
+        target=lambda: got.append([i.seq for i in inbox.get_batch(8, 0)[0]])
+    )
+    consumer.start()
+    wait_until_waiting(inbox.not_empty)
+    assert link.put_many([Item("s", 0), Item("s", 1)]) == 2
+    consumer.join(5)
+    assert got == [[0, 1]], "the consumer woke before both were queued"
+    single = inbox.add_link("q ! c", size=2)
+    assert single.put_many([Item("s", 9)]) == 1  # one item: put's own path
+    inbox.discard()
+    assert link.put_many([Item("s", 2), Item("s", 3)]) == 0
+
+
+def test_put_many_into_a_full_blocking_link_gives_up_when_aborted_or_discarded() -> None:
+    for end in ("abort", "discard"):
+        inbox = Inbox("c")
+        link = inbox.add_link("p ! c", size=1)
+        outcome: list[object] = []
+
+        def produce(link=link, outcome=outcome) -> None:  # type: ignore[no-untyped-def]
+            try:
+                outcome.append(link.put_many([Item("s", 0), Item("s", 1), Item("s", 2)]))
+            except Aborted:
+                outcome.append("aborted")
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        wait_until_waiting(link._not_full)
+        getattr(inbox, end)()
+        producer.join(5)
+        assert outcome == (["aborted"] if end == "abort" else [1]), end

@@ -389,3 +389,44 @@ def test_a_stage_thread_stuck_past_its_run_is_reported_until_it_ends() -> None:
         stubs.STUCK_RELEASE.set()
     stuck[0].join(30)
     assert lingering.alive() == [], "a thread that ended is not reported"
+
+
+def test_a_batch_keeps_its_messages_between_the_items_they_came_between() -> None:
+    from tests.pipeline.stubs import BatchLog
+
+    # The stage holds its first item until the source has sent everything: its second batch
+    # is the other 11 items and 6 messages, which it must take in the order they came.
+    result = run("""\
+links = ["src ! log ! after"]
+[pipeline]
+queue_size = 64
+[nodes.src]
+type = "test-messages"
+count = 12
+every = 2
+[nodes.log]
+type = "test-batch-log"
+[nodes.after]
+type = "test-log"
+""")
+    assert result.exit_code == 0, result.error
+    log = result.runner.stages["log"]
+    assert isinstance(log, BatchLog)
+    expected: list[object] = []
+    for seq in range(12):
+        expected.append(seq)
+        if seq % 2:
+            expected.append(f"after-{seq}")
+    assert log.log == expected
+    assert all(size <= 2 for size in log.sizes), "a batch ran over a message"
+    after = result.runner.stages["after"]
+    assert [entry[2] for entry in after.log] == expected  # type: ignore[attr-defined]
+
+
+def test_in_order_splits_a_batch_at_each_message() -> None:
+    from vapipe.pipeline.frame import Message, in_order
+
+    down, up = Message("a", "source_down", 0.0), Message("a", "source_up", 0.0)
+    assert in_order([1, 2, down, 3, up]) == [[1, 2], down, [3], up]
+    assert in_order([down, up, 4]) == [down, up, [4]]
+    assert in_order([5, 6]) == [[5, 6]] and in_order([]) == []

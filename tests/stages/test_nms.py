@@ -253,3 +253,29 @@ def test_without_a_class_filter_nothing_is_checked() -> None:
     stage = NmsStage("nms", NmsConfig(conf=0.3))
     kept = _run(stage, [_frame("cam", i, [0], [0.9]) for i in range(60)])
     assert kept == 60 and stage.stats() == {"non_finite": 0}
+
+
+def test_the_node_takes_the_frames_waiting_each_worker_a_share() -> None:
+    assert NmsStage("nms", NmsConfig()).max_batch == 64
+    assert NmsStage("nms", NmsConfig(workers=4)).max_batch == 16
+    assert NmsStage("nms", NmsConfig(workers=64)).max_batch == 1
+    assert NmsStage.batch_timeout_s == 0  # never waits for more than is there
+    stage = NmsStage("nms", NmsConfig(conf=0.5))
+    info = StreamInfo("cam", "x", 200, 100, None)
+    frames = [Frame("cam", seq, seq / 10, 0.0, None, info) for seq in range(3)]  # type: ignore[arg-type] - no pixels read
+    frames[0].detections = Detections(
+        np.array([[10, 10, 20, 20], [0, 0, 5, 5]], np.float32),
+        np.array([0.9, 0.4], np.float32),
+        np.zeros(2, np.int32),
+    )
+    frames[0].letterbox = letterbox_for(200, 100, 100, 100, "top-left")
+    frames[1].predicted = True  # skipped by infer.interval: passed on as it is
+    frames[2].detections = Detections.empty()
+    assert stage.process_batch(frames) == frames
+    assert frames[0].detections is not None and frames[0].detections.xyxy.tolist() == [
+        [20, 20, 40, 40]
+    ]
+    assert frames[1].detections is None and frames[2].detections is not None
+    frames[1].predicted = False
+    with pytest.raises(Exception, match="no detections: link an infer node"):
+        stage.process_batch([frames[1]])
