@@ -55,6 +55,9 @@ class Pending:
     batch: Any
     event: Any
     letterboxes: list[Letterbox]
+    pictures: tuple[Any, ...] = ()
+    """Device pictures read by the batch, held until it is finished: their memory is not
+    handed to another picture while this stream may still read it."""
 
 
 class TorchLetterbox:
@@ -68,9 +71,11 @@ class TorchLetterbox:
     ) -> None:
         self.torch = torch
         self.conv = conv
+        self.on_gpu = device.type == "cuda"
+        if self.on_gpu and device.index is None:  # "cuda": the one pictures say they are on
+            device = torch.device("cuda", torch.cuda.current_device())
         self.device = device
         self.max_batch = max_batch
-        self.on_gpu = device.type == "cuda"
         self.stream = torch.cuda.Stream(device=device) if self.on_gpu else None
         self.dtype = torch.float16 if np.dtype(conv.dtype) == np.float16 else torch.float32
         order = [2, 1, 0] if conv.swap_rb else [0, 1, 2]
@@ -124,6 +129,7 @@ class TorchLetterbox:
             batch = self.pad.to(self.dtype).expand(len(frames), 3, conv.height, conv.width)
             batch = batch.contiguous()
             boxes: list[Letterbox] = []
+            on_device: list[Any] = []
             for first, count in same_shape_runs(frames, _place_and_shape):
                 picture = frames[first]
                 shape = picture.shape
@@ -132,6 +138,7 @@ class TorchLetterbox:
                 box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
                 if layout == "nv12":
                     source = self._on_device(frames[first : first + count])
+                    on_device += [frame.tensor for frame in frames[first : first + count]]
                 else:
                     start = offsets[first]
                     size = count * picture.nbytes
@@ -143,7 +150,7 @@ class TorchLetterbox:
             if self.on_gpu:
                 event = torch.cuda.Event()
                 event.record(self.stream)
-        return Pending(batch, event, boxes)
+        return Pending(batch, event, boxes, tuple(on_device))
 
     def _stage(self, slot: _Slot, frames: Sequence[Picture], offsets: list[int]) -> None:
         """The host pictures, copied into the slot's page-locked staging."""
@@ -160,15 +167,17 @@ class TorchLetterbox:
 
     def _on_device(self, pictures: Sequence[Any]) -> Any:
         """(count, height * 3 / 2, width) NV12 of decoder pictures on the device, once each
-        one's decoder stream has written it; their memory is not reused before this stream
-        has read it."""
+        one's decoder stream has written it (``submit`` holds the pictures until the batch is
+        finished, so their memory is not reused before this stream has read it)."""
         stream = self.stream
+        tensors = []
         for picture in pictures:
-            if stream is not None:
-                if picture.ready is not None:
-                    stream.wait_event(picture.ready)
-                picture.tensor.record_stream(stream)
-        tensors = [picture.tensor.to(self.device, non_blocking=True) for picture in pictures]
+            if stream is not None and picture.ready is not None:
+                stream.wait_event(picture.ready)
+            tensor = picture.tensor
+            # A torch call lets go of the interpreter lock and waits to get it back: none
+            # for a picture already where it is read.
+            tensors.append(tensor if tensor.device == self.device else tensor.to(self.device))
         return self.torch.stack(tensors)
 
     def result(self, pending: Pending) -> Any:
