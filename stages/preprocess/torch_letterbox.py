@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -138,7 +138,9 @@ class TorchLetterbox:
                 box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
                 if layout == "nv12":
                     source = self._on_device(frames[first : first + count])
-                    on_device += [frame.tensor for frame in frames[first : first + count]]
+                    on_device += [
+                        cast(DeviceNV12, frame).tensor for frame in frames[first : first + count]
+                    ]
                 else:
                     start = offsets[first]
                     size = count * picture.nbytes
