@@ -132,7 +132,7 @@ def test_nms_passes_a_skipped_frame_on_and_records_say_predicted_only_there() ->
     stage = NmsStage("nms", NmsConfig())
     skipped = frame("cam", 0, dets([]))
     skipped.detections, skipped.predicted = None, True
-    assert stage.process(skipped) == (skipped,) and skipped.detections is None
+    assert list(stage.process(skipped)) == [skipped] and skipped.detections is None
     plain = frame("cam", 1, dets([]))
     plain.detections = None
     with pytest.raises(PipelineError, match="no detections"):
