@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import harness  # noqa: E402
+
 CANDIDATES = 24
 """Boxes a frame's candidates hold: the people clip at 1080p gives 10-40 after on-device NMS."""
 
@@ -159,9 +163,6 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.streams, args.frames)))
         return
-    sys.path.insert(0, str(REPO))
-    from bench import harness
-
     sites = args.site or [None]
     sides = {(site or "this tree"): (lambda s=site: measure(s, args.streams, args.frames))
              for site in sites}  # fmt: skip
