@@ -140,7 +140,6 @@ class EventsSink(PathSink, BatchStage):
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
         """The frames queued now, written together (the runner takes what is waiting and
         does not wait for more: ``batch_timeout_s`` 0)."""
-        self._ran = True
         empty = self.config.empty_frames
         self.write_all(
             [record for frame in frames for record in frame_records(frame, empty_frames=empty)]

@@ -231,3 +231,9 @@ def test_put_many_into_a_full_blocking_link_gives_up_when_aborted_or_discarded()
         getattr(inbox, end)()
         producer.join(5)
         assert outcome == (["aborted"] if end == "abort" else [1]), end
+
+
+def test_put_many_of_nothing_queues_nothing() -> None:
+    inbox = Inbox("c")
+    link = inbox.add_link("p ! c", size=2)
+    assert link.put_many([]) == 0 and len(link) == 0 and link.stats.high_water == 0

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -116,3 +119,116 @@ def test_messages_are_lines_of_their_own(tmp_path: Path) -> None:
     node.process_batch([frame("a", 1)])
     node.close()
     assert [r["event"] for r in lines(tmp_path / "m.jsonl")] == ["frame", "source_down", "frame"]
+
+
+def whole_lines(batch: list[Frame]) -> list[bytes]:
+    return [(json.dumps(r, separators=(",", ":")) + "\n").encode()
+            for f in batch for r in _records(f)]  # fmt: skip
+
+
+@pytest.mark.parametrize("past", [-1, 0, 5])
+def test_a_disk_filling_in_a_later_batch_keeps_the_earlier_ones_and_goes_on_from_there(
+    tmp_path: Path, past: int
+) -> None:
+    path = tmp_path / "later.jsonl"
+    node = sink(path)
+    first, second, third = [frame("a", 0)], [frame("a", 1), frame("a", 2)], [frame("a", 3)]
+    one, two, three = whole_lines(first), whole_lines(second), whole_lines(third)
+    # Room for the first batch and the second's first line, ``past`` bytes from its newline's
+    # end: one byte short of it, just it, or some of the next line.
+    handle = FillingFile(path, len(one[0]) + len(two[0]) + past, chunk=7)
+    node._files[""] = handle  # type: ignore[assignment] - a file object in all it is asked
+    node.process_batch(first)
+    with pytest.raises(OSError, match="No space"):
+        node.process_batch(second)
+    kept = one[0] + (two[0] if past >= 0 else b"")
+    assert path.read_bytes() == kept, "a part line stayed, or a whole one went"
+    handle.room = 10**6  # space freed: the next batch goes on where the whole lines end
+    node.process_batch(third)
+    assert path.read_bytes() == kept + three[0]
+    assert node.stats()["lines"] == kept.count(b"\n") + 1
+    handle.file.close()
+
+
+class HesitantFile(FillingFile):
+    """A non-blocking file: every other write takes nothing (returns None)."""
+
+    calls = 0
+
+    def write(self, data: memoryview) -> int:
+        self.calls += 1
+        return None if self.calls % 2 else super().write(data)  # type: ignore[return-value]
+
+
+def test_writes_that_take_nothing_are_tried_again(tmp_path: Path) -> None:
+    path = tmp_path / "slow.jsonl"
+    node = sink(path)
+    handle = HesitantFile(path, 10**6, chunk=5)
+    node._files[""] = handle  # type: ignore[assignment]
+    batch = [frame("a", 0), frame("a", 1, boxes=2)]
+    node.process_batch(batch)
+    assert path.read_bytes() == b"".join(whole_lines(batch)) and handle.calls > 10
+    handle.file.close()
+
+
+def test_a_pipe_is_written_without_asking_where_it_is(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    node = sink(tmp_path / "p.jsonl")
+    pipe = open(write_end, "wb", buffering=0)  # noqa: SIM115 - closed below
+    node._files[""] = pipe  # type: ignore[assignment]
+    batch = [frame("a", 0), frame("a", 1)]
+    node.process_batch(batch)
+    pipe.close()
+    with open(read_end, "rb") as reader:
+        assert reader.read() == b"".join(whole_lines(batch))
+
+
+class BrokenPipe:
+    """A reader that has gone (``run-pipeline ... | head``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.writes = fd, 0
+
+    def write(self, data: memoryview) -> int:
+        self.writes += 1
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_stdout_closed_by_its_reader_ends_the_events_there_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = (tmp_path / "stdout").open("wb")
+    broken = BrokenPipe(target.fileno())
+    monkeypatch.setattr(sys, "stdout", SimpleNamespace(buffer=broken, fileno=target.fileno))
+    node = sink("-")
+    node.process_batch([frame("a", 0)])  # no error: the reader has what it wanted
+    node.process_batch([frame("a", 1)])
+    node.handle_message(Message("a", "source_down", 1_796_000_001.0))
+    assert broken.writes == 1 and node.stdout_gone and node.stats()["lines"] == 0
+    target.close()
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error(tmp_path: Path) -> None:
+    node = sink(tmp_path / "x.jsonl")
+    node._files[""] = BrokenPipe(-1)  # type: ignore[assignment]
+    with pytest.raises(BrokenPipeError):
+        node.process_batch([frame("a", 0)])
+    assert not node.stdout_gone
+
+
+def test_a_run_whose_frames_are_all_left_out_still_leaves_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "none.jsonl"
+    path.write_text("last run's events\n")
+    node = sink(path, empty_frames=False)
+    node.process_batch([frame("a", 0, boxes=0)])
+    node.close()
+    assert path.read_bytes() == b"", "the last run's events were left as if this run had not run"
