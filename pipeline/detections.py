@@ -117,14 +117,13 @@ class Detections:
         class_ids = self.class_id.tolist()
         tracks = self.track_id.tolist() if self.track_id is not None else None
         attributes = self.attributes
-        names, known = self.names, len(self.names)
         records = []
         for index, class_id in enumerate(class_ids):
             record: dict[str, object] = {
                 "xyxy": boxes[index],
                 "score": scores[index],
                 "class_id": class_id,
-                "class_name": names[class_id] if 0 <= class_id < known else str(class_id),
+                "class_name": self.class_name(class_id),
             }
             if tracks is not None:
                 record["track_id"] = tracks[index]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -82,36 +83,15 @@ class LinkQueue:
 
     def put(self, item: Any) -> bool:
         """Queue ``item``; returns False when it was dropped (leaky or discarding)."""
-        inbox = self._inbox
-        with inbox.lock:
-            if inbox.aborted:
-                raise Aborted(self.name)
-            if inbox.discarding:
-                return False
-            if len(self._items) >= self.size:
-                if self.leaky is Leaky.UPSTREAM:
-                    self._count_drop(item)
-                    return False
-                if self.leaky is Leaky.DOWNSTREAM:
-                    self._drop_oldest_data()
-                else:
-                    while len(self._items) >= self.size:
-                        self._not_full.wait()  # every pop, discard and abort notifies
-                        if inbox.aborted:
-                            raise Aborted(self.name)
-                        if inbox.discarding:
-                            return False
-            self._append(item)
-            return True
+        return self.put_many((item,)) == 1
 
-    def put_many(self, items: list[Any]) -> int:
-        """Queue ``items`` in order, as ``put`` would one by one, under one hold of the lock
-        and with one wake-up of the consumer for all of them (a batch's frames: one hand-over,
-        not one per frame). Returns how many were queued."""
-        if len(items) == 1:
-            return int(self.put(items[0]))
+    def put_many(self, items: Sequence[Any]) -> int:
+        """Queue ``items`` in order, each as the link's policy says (a full blocking link
+        waits for room, a leaky one drops), under one hold of the lock and with one wake-up
+        for all of them (a batch's frames: one hand-over, not one per frame). Returns how many
+        were queued."""
         inbox = self._inbox
-        queued = 0
+        queued = unannounced = 0
         with inbox.lock:
             for item in items:
                 if inbox.aborted:
@@ -125,32 +105,26 @@ class LinkQueue:
                     if self.leaky is Leaky.DOWNSTREAM:
                         self._drop_oldest_data()
                     else:
-                        self._inbox.not_empty.notify_all()  # what is queued can be taken now
+                        inbox.not_empty.notify(unannounced)  # what is queued can be taken now
+                        unannounced = 0
                         while len(self._items) >= self.size:
-                            self._not_full.wait()
+                            self._not_full.wait()  # every pop, discard and abort notifies
                             if inbox.aborted:
                                 raise Aborted(self.name)
                             if inbox.discarding:
                                 return queued
                 self._items.append(item)
                 queued += 1
+                unannounced += 1
                 self.stats.high_water = max(self.stats.high_water, len(self._items))
-            if queued:
-                self._inbox.not_empty.notify_all()
+            inbox.not_empty.notify(unannounced)  # a consumer woken for each item, as one by one
         return queued
 
     def put_eos(self) -> None:
         """End this link. Control items skip the size bound, so they can never block."""
         with self._inbox.lock:
-            self._append(EOS)
-
-    def _append(self, item: Any) -> None:
-        self._items.append(item)
-        if item is EOS:
+            self._items.append(EOS)
             self._inbox.not_empty.notify_all()  # every waiting worker may have to end
-            return
-        self.stats.high_water = max(self.stats.high_water, len(self._items))
-        self._inbox.not_empty.notify()
 
     def _drop_oldest_data(self) -> None:
         for index, queued in enumerate(self._items):

@@ -290,12 +290,13 @@ class Runner:
                     node.next_ticket += 1
                 outputs: list[Any] = []
                 for run in in_order(items):
-                    current = run if isinstance(run, Message) else run[0]
                     if isinstance(run, Message):
+                        current = run
                         outputs.extend(stage.handle_message(run))
                         if node.on_message is not None:
                             node.on_message(run)
                         continue
+                    current = run[0]
                     started = time.perf_counter()
                     if isinstance(stage, BatchStage):
                         outputs.extend(stage.process_batch(run))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -56,8 +56,9 @@ class Pending:
     event: Any
     letterboxes: list[Letterbox]
     pictures: tuple[Any, ...] = ()
-    """Device pictures read by the batch, held until it is finished: their memory is not
-    handed to another picture while this stream may still read it."""
+    """Device pictures read by the batch, held (and their tensors with them) until it is
+    finished: their memory is not handed to another picture while this stream may still read
+    it."""
 
 
 class TorchLetterbox:
@@ -138,9 +139,7 @@ class TorchLetterbox:
                 box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
                 if layout == "nv12":
                     source = self._on_device(frames[first : first + count])
-                    on_device += [
-                        cast(DeviceNV12, frame).tensor for frame in frames[first : first + count]
-                    ]
+                    on_device += frames[first : first + count]
                 else:
                     start = offsets[first]
                     size = count * picture.nbytes

@@ -229,22 +229,19 @@ class MessagesSource(SourceStage):
 
 
 @register("test-batch-log")
-class BatchLog(BatchStage):
-    """Takes everything waiting at once (as the nms node and the events sink do) and records
-    items and messages in the order it handled them, and its batches' sizes."""
-
-    max_batch = 64
+class BatchLog(Batcher):
+    """A batcher (``timeout_ms = 0``: everything waiting at once, as the nms node and the
+    events sink take it) that also records items and messages in the order it handled them."""
 
     def open(self, context: Any) -> None:
+        super().open(context)
         self.log: list[Any] = []
-        self.sizes: list[int] = []
 
     def process_batch(self, items: list[Item]) -> list[Item]:
-        if not self.sizes:  # the rest queue up meanwhile: the next batch takes them all
+        if not self.batches:  # the rest queue up meanwhile: the next batch takes them all
             MESSAGES_SENT.wait(30)
-        self.sizes.append(len(items))
         self.log += [item.seq for item in items]
-        return items
+        return super().process_batch(items)
 
     def handle_message(self, message: Any) -> tuple[Any]:
         self.log.append(message.kind)

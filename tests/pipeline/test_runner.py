@@ -406,6 +406,8 @@ count = 12
 every = 2
 [nodes.log]
 type = "test-batch-log"
+max_batch = 64
+timeout_ms = 0
 [nodes.after]
 type = "test-log"
 """)
@@ -418,7 +420,7 @@ type = "test-log"
         if seq % 2:
             expected.append(f"after-{seq}")
     assert log.log == expected
-    assert all(size <= 2 for size in log.sizes), "a batch ran over a message"
+    assert all(len(batch) <= 2 for batch in log.batches), "a batch ran over a message"
     after = result.runner.stages["after"]
     assert [entry[2] for entry in after.log] == expected  # type: ignore[attr-defined]
 
