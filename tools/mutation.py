@@ -330,7 +330,7 @@ PARTS: dict[str, tuple[str, ...]] = {
         "select",
     ),
     # What issue 61 changed in the runtime's hand-overs and the events sink.
-    "pipeline/queues.py": ("put_many",),
+    "pipeline/queues.py": ("put", "put_many", "put_eos"),
     "stages/sinks/events.py": ("write_all", "_write_lines", "process_batch"),
     "pipeline/errors.py": ("install_hint", "MissingDependencyError"),
     "pipeline/assets.py": ("model_entry_of_file",),
