@@ -275,7 +275,6 @@ class Runner:
 
     def _stage_loop(self, node: Node) -> None:
         stage, inbox = node.stage, cast(Inbox, node.inbox)
-        items: list[Any] = []
         current: Any = None  # the item (the first of a batch) being processed, for errors
         ticket = -1
         try:
