@@ -135,7 +135,7 @@ def spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
     the two largest processes under it (shards, not the forkserver),
     ``VAPIPE_BENCH_SPY_AFTER`` seconds (default 8) into the run, and one ``top``.
     ``VAPIPE_BENCH_SPY_ARGS``: more of py-spy's options (``--gil``: only the samples that
-    hold the interpreter lock)."""
+    hold the interpreter lock; ``--native --threads --idle``: where each thread waits)."""
     import psutil
 
     time.sleep(float(os.environ.get("VAPIPE_BENCH_SPY_AFTER", "8")))
@@ -146,10 +146,13 @@ def spy(process: subprocess.Popen[str], into: Path, name: str) -> None:
     busy = [psutil.Process(process.pid)]
     busy += sorted(tree, key=lambda p: p.memory_info().rss)[-2:]  # shards, not the forkserver
     top = subprocess.run(["top", "-b", "-n", "1", "-w", "200"], capture_output=True, text=True)
+    more = os.environ.get("VAPIPE_BENCH_SPY_ARGS", "").split()
+    # native stacks need the process paused while they are read: py-spy refuses --nonblocking
+    pause = [] if "--native" in more else ["--nonblocking"]
     records = [
         subprocess.Popen(
             ["py-spy", "record", "--pid", str(p.pid), "-d", "4", "-r", "50", "-f", "raw",
-             "--nonblocking", *os.environ.get("VAPIPE_BENCH_SPY_ARGS", "").split(),
+             *pause, *more,
              "-o", str(into / f"spy_{name}_{i}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

@@ -57,6 +57,10 @@ class PreprocessConfig(ParallelConfig):
     ``false`` uploads the BGR image made on the host (the same pixels). Frames that are not
     plain yuv420p (full range, BT.709 or wider colour, odd sizes, rotated) come as BGR on
     every path."""
+    graphs: bool = True
+    """torch on a GPU: a batch of pictures decoded on the GPU (``hwaccel``) is letterboxed by
+    one CUDA graph per batch size, captured the first time the size comes, in one call
+    instead of some twenty (``false``: op by op; the same pixels either way)."""
     input_size: list[int] | None = Field(None, min_length=2, max_length=2)
     """``[width, height]``; default: the model's input size."""
     placement: Literal["auto", "center", "top-left"] = "auto"
@@ -229,6 +233,7 @@ class PreprocessStage(BatchStage):
             device,
             depth=self.config.in_flight,
             max_batch=self.max_batch,
+            graphs=self.config.graphs,
         )
         self.device_name = self.front.describe()
         log.info("%s: preprocessing on %s, where the model runs", self.name, self.device_name)
@@ -295,7 +300,8 @@ class PreprocessStage(BatchStage):
             frame.image, frame.yuv = shape_only(frame.shape), None
 
     def stats(self) -> dict[str, Any]:
-        return {"device": self.device_name}
+        graphs = getattr(self.front, "graphs", None)
+        return {"device": self.device_name, **(graphs.stats() if graphs is not None else {})}
 
     def tensor(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """The CHW tensor for one BGR image, and where the image went in it."""

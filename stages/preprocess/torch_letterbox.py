@@ -25,6 +25,7 @@ from vapipe.pipeline.frame import Picture, contiguous, copy_picture
 from vapipe.pipeline.geometry import Letterbox
 from vapipe.stages.model_input import letterbox_for
 from vapipe.stages.preprocess.cl_kernel import TensorSpec
+from vapipe.stages.preprocess.letterbox_graphs import LetterboxGraphs
 from vapipe.stages.preprocess.opencl import same_shape_runs
 from vapipe.stages.preprocess.resize_tables import tables
 
@@ -68,7 +69,14 @@ class TorchLetterbox:
     ``depth`` staging buffers lets the next frames be copied while these upload."""
 
     def __init__(
-        self, conv: TensorSpec, torch: Any, device: Any, *, depth: int = 2, max_batch: int = 1
+        self,
+        conv: TensorSpec,
+        torch: Any,
+        device: Any,
+        *,
+        depth: int = 2,
+        max_batch: int = 1,
+        graphs: bool = True,
     ) -> None:
         self.torch = torch
         self.conv = conv
@@ -93,6 +101,11 @@ class TorchLetterbox:
         self.scale = float(scale)
         self.mean = torch.from_numpy(mean).to(device).view(1, 3, 1, 1) if any(mean) else None
         self.std = torch.from_numpy(std).to(device).view(1, 3, 1, 1) if any(std != 1) else None
+        self.graphs = (
+            LetterboxGraphs(torch, device, self.stream, max_batch)
+            if graphs and self.on_gpu
+            else None
+        )
         self.slots = [_Slot() for _ in range(depth)]
         self._next = 0
         self._taps: dict[tuple[int, int, int, int, str], _Taps] = {}
@@ -127,11 +140,14 @@ class TorchLetterbox:
                 if self.on_gpu:
                     slot.uploaded = torch.cuda.Event()
                     slot.uploaded.record(self.stream)
-            batch = self.pad.to(self.dtype).expand(len(frames), 3, conv.height, conv.width)
-            batch = batch.contiguous()
+            runs = list(same_shape_runs(frames, _place_and_shape))
+            if self.graphs is not None and len(runs) == 1 and _layout(frames[0]) == "nv12":
+                batch, box = self._graphed(frames)
+                return Pending(batch, self._finished(), [box] * len(frames), tuple(frames))
+            batch = self._padded(len(frames))
             boxes: list[Letterbox] = []
             on_device: list[Any] = []
-            for first, count in same_shape_runs(frames, _place_and_shape):
+            for first, count in runs:
                 picture = frames[first]
                 shape = picture.shape
                 layout = _layout(picture)
@@ -147,11 +163,39 @@ class TorchLetterbox:
                     source = packed[start : start + size].view(count, *shape)  # type: ignore[index]
                 self._letterbox(source, layout, src_h, src_w, box, batch[first : first + count])
                 boxes.extend([box] * count)
-            event = None
-            if self.on_gpu:
-                event = torch.cuda.Event()
-                event.record(self.stream)
-        return Pending(batch, event, boxes, tuple(on_device))
+        return Pending(batch, self._finished(), boxes, tuple(on_device))
+
+    def _finished(self) -> Any:
+        """An event recorded after the work enqueued so far (None on the CPU)."""
+        if not self.on_gpu:
+            return None
+        event = self.torch.cuda.Event()
+        event.record(self.stream)
+        return event
+
+    def _padded(self, count: int) -> Any:
+        """A batch of ``count`` pictures of the pad value, to letterbox into."""
+        conv = self.conv
+        return self.pad.to(self.dtype).expand(count, 3, conv.height, conv.width).contiguous()
+
+    def _graphed(self, pictures: Sequence[Any]) -> tuple[Any, Letterbox]:
+        """A batch of same-sized decoder pictures by the CUDA graph of its size (captured the
+        first time), and where each picture went in it."""
+        assert self.graphs is not None
+        src_h, src_w = pictures[0].shape[0] * 2 // 3, pictures[0].shape[1]
+        conv = self.conv
+        box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
+
+        def letterboxed(source: Any) -> Any:
+            out = self._padded(source.shape[0])
+            self._letterbox(source, "nv12", src_h, src_w, box, out)
+            return out
+
+        tensors = self._readable(pictures)
+        batch = self.graphs.run(tensors, letterboxed)
+        if batch is None:  # graphs turned off: op by op
+            batch = letterboxed(self.torch.stack(tensors))
+        return batch, box
 
     def _stage(self, slot: _Slot, frames: Sequence[Picture], offsets: list[int]) -> None:
         """The host pictures, copied into the slot's page-locked staging."""
@@ -167,9 +211,13 @@ class TorchLetterbox:
                 copy_picture(frame, host[start:end])
 
     def _on_device(self, pictures: Sequence[Any]) -> Any:
-        """(count, height * 3 / 2, width) NV12 of decoder pictures on the device, once each
-        one's decoder stream has written it (``submit`` holds the pictures until the batch is
-        finished, so their memory is not reused before this stream has read it)."""
+        """(count, height * 3 / 2, width) NV12 of decoder pictures on the device."""
+        return self.torch.stack(self._readable(pictures))
+
+    def _readable(self, pictures: Sequence[Any]) -> list[Any]:
+        """The pictures' tensors on the device, once each one's decoder stream has written it
+        (``submit`` holds the pictures until the batch is finished, so their memory is not
+        reused before this stream has read it)."""
         stream = self.stream
         tensors = []
         for picture in pictures:
@@ -179,7 +227,7 @@ class TorchLetterbox:
             # A torch call lets go of the interpreter lock and waits to get it back: none
             # for a picture already where it is read.
             tensors.append(tensor if tensor.device == self.device else tensor.to(self.device))
-        return self.torch.stack(tensors)
+        return tensors
 
     def result(self, pending: Pending) -> Any:
         """The batch of a submitted ``Pending``, finished (a tensor on the device)."""
