@@ -19,9 +19,10 @@ import numpy as np
 
 class DeviceNV12:
     """``pipeline.frame.I420Planes`` over an NV12 tensor (``height * 3 / 2``, ``width``)
-    uint8 on a torch device. ``ready`` is an event recorded after the tensor was written (None
-    where the device has no streams, as on the CPU): a reader on another stream waits for it
-    (``Stream.wait_event``) before it reads."""
+    uint8 on a torch device. ``ready`` is an event recorded after the tensor was written, for a
+    reader on another stream to wait for (``Stream.wait_event``) before it reads; None where
+    the picture was finished before it was handed on (the hardware decoders' copies, issue 61)
+    or the device has no streams, as on the CPU."""
 
     __slots__ = ("nbytes", "pts", "ready", "shape", "tensor", "time_base")
 

@@ -45,9 +45,10 @@ class PlatesConfig(ObjectModelConfig):
     rec_width: int = Field(320, ge=48, le=2048)
     """The recogniser's input width: a text line is cut at height 48 and padded to this
     (320 holds an aspect of 6.7, a one-line plate's)."""
-    input_size: list[int] | None = Field([480, 256], min_length=2, max_length=2)
+    input_size: list[int] | None = Field([640, 320], min_length=2, max_length=2)
     """``[width, height]`` the vehicle's crop is fitted into for the text detector (bigger
-    finds smaller plates, and costs more)."""
+    finds smaller plates, and costs more; 480 x 256 missed 5 of 120 readable 20-35 px plates
+    of the tuning crops that 640 x 320 finds, bench/results/plates.md)."""
     input: InputConfig = Field(default_factory=_det_input)
     """The detector's input (``[nodes.NAME.input]``): PP-OCR's, BGR, ``(x / 255 - 0.5) /
     0.5``."""

@@ -63,10 +63,13 @@ class AnnexBStream(ABC):
 
     def _copied(self, copy: Callable[[], Any], pts: int) -> DeviceNV12:
         """The picture ``copy()`` makes a tensor of its own of (out of the decoder's memory,
-        which later packets reuse), made on this stream, with the event a reader waits on."""
-        torch = self.torch
-        ready = None
-        if self.on_gpu:
+        which later packets reuse), made on this stream and finished before it is handed on:
+        its readers wait for nothing. The source's thread waits for its own copy (some tens
+        of microseconds, the interpreter lock let go), so the letterbox, the one thread every
+        frame passes, makes no wait a picture: 32 torch calls a batch, each of which had to
+        win the interpreter lock back from every source thread (issue 61's profile)."""
+        if self.stream is not None:
+            torch = self.torch
             # A source's thread does no other GPU work: this stream is made its current
             # stream once, instead of entered and left around every picture (three torch
             # calls a picture, held under the interpreter lock: issue 61's profile).
@@ -75,11 +78,10 @@ class AnnexBStream(ABC):
                 torch.cuda.set_stream(self.stream)
                 self._stream_thread = thread
             tensor = copy()
-            ready = torch.cuda.Event()
-            ready.record(self.stream)
+            self.stream.synchronize()
         else:
             tensor = copy()
-        return DeviceNV12(tensor, ready, None if pts == NO_PTS else pts, self.time_base)
+        return DeviceNV12(tensor, None, None if pts == NO_PTS else pts, self.time_base)
 
     def restart(self, video: Any) -> bool:
         """False where the new session is of another codec (then a new decoder is made).
