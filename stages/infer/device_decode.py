@@ -46,6 +46,7 @@ class DeviceDecoder:
         self.family, self.names, self.selection = family, names, selection
         self.input_w, self.input_h = input_w, input_h
         self._grids: dict[Any, tuple[Any, Any]] = {}
+        self._classes: dict[Any, Any] = {}
         # torchvision is optional: without its kernel, the same greedy NMS in plain torch.
         self._batched_nms = torchvision_batched_nms(torch) or _batched_nms
 
@@ -72,6 +73,14 @@ class DeviceDecoder:
         half = size / 2
         return torch.cat((centre - half, centre + half), dim=-1), scores
 
+    def _wanted(self, device: Any) -> Any:
+        """The selection's classes as a tensor on ``device``, made once (not copied to the
+        device every batch)."""
+        found = self._classes.get(device)
+        if found is None:
+            found = self._classes[device] = self.torch.tensor(self.selection.classes, device=device)
+        return found
+
     def _grid(self, device: Any, anchors: int) -> tuple[Any, Any]:
         key = (device, anchors)
         if key not in self._grids:
@@ -86,35 +95,24 @@ class DeviceDecoder:
         best, class_id = scores.max(dim=-1)
         keep = (best >= sel.conf) & torch.isfinite(best) & torch.isfinite(boxes).all(dim=-1)
         if sel.classes is not None:
-            wanted = torch.tensor(sel.classes, device=class_id.device)
-            keep &= torch.isin(class_id, wanted)
+            keep &= torch.isin(class_id, self._wanted(class_id.device))
         if sel.max_candidates < best.shape[1]:
             ranked = torch.where(keep, best, torch.full_like(best, -1.0))
             floor = ranked.topk(sel.max_candidates, dim=1).values[:, -1:]
             keep &= ranked >= floor
+        # Every anchor's box, score and class in one table, so the kept ones are gathered
+        # once and read back once: each torch call lets go of the interpreter lock and must
+        # win it back (issue 61). Class ids are small integers, exact in float32.
+        table = torch.cat((boxes, best.unsqueeze(-1), class_id.unsqueeze(-1).float()), dim=-1)
         image, anchor = keep.nonzero(as_tuple=True)
-        picked_boxes = boxes[image, anchor]
-        picked_scores = best[image, anchor]
-        picked_classes = class_id[image, anchor]
+        picked = table[image, anchor]
         # One NMS call for the whole batch: boxes of different images (and, unless class
         # agnostic, of different classes) are kept apart by their group id.
-        groups = image if sel.class_agnostic else image * scores.shape[-1] + picked_classes
-        kept = self._batched_nms(picked_boxes, picked_scores, groups, sel.iou)
+        groups = image if sel.class_agnostic else image * scores.shape[-1] + class_id[image, anchor]
+        kept = self._batched_nms(picked[:, :4], picked[:, 4], groups, sel.iou)
         # kept is best-first; a stable sort by image keeps that order within each image.
         kept = kept[torch.sort(image[kept], stable=True).indices]
-        # One copy to the host for the whole batch (each copy waits for the GPU and takes the
-        # interpreter lock again): image index and class id are small integers, exact in
-        # float32 beside the boxes and scores.
-        table = torch.cat(
-            (
-                picked_boxes[kept].float(),
-                picked_scores[kept].float()[:, None],
-                picked_classes[kept].float()[:, None],
-                image[kept].float()[:, None],
-            ),
-            dim=1,
-        )
-        rows = table.cpu().numpy()
+        rows = torch.cat((picked[kept], image[kept].unsqueeze(-1).float()), dim=1).cpu().numpy()
         host = {
             "image": rows[:, 6].astype(np.int64),
             "xyxy": np.ascontiguousarray(rows[:, :4]),

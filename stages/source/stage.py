@@ -289,11 +289,7 @@ class VideoSource(ConfiguredSource):
                     log.warning("%s: skipped a corrupt packet (%s); counting", self.name, exc)
                 continue
             for picture in pictures:
-                raw = (
-                    float(picture.pts * picture.time_base)
-                    if picture.pts is not None and picture.time_base is not None
-                    else None
-                )
+                raw = seconds(picture.pts, picture.time_base)
                 pts = self.timeline.place(raw)
                 if first_pts is None:
                     first_pts = pts
@@ -368,3 +364,12 @@ class VideoSource(ConfiguredSource):
             "frames_as_yuv420": self.yuv_frames,
             "clock_restarts": self.timeline.discontinuities,
         }
+
+
+def seconds(pts: int | None, time_base: Any) -> float | None:
+    """``float(pts * time_base)`` without the two Fraction objects a frame (a few
+    microseconds under the interpreter lock in every source thread): an int's true division is
+    correctly rounded, as ``Fraction.__float__`` is, so the float is the same, bit for bit."""
+    if pts is None or time_base is None:
+        return None
+    return pts * time_base.numerator / time_base.denominator
