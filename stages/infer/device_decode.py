@@ -18,6 +18,7 @@ import numpy as np
 
 from vapipe.pipeline.detections import Detections
 from vapipe.stages.infer.heads import Family, yolox_grid_for
+from vapipe.stages.lazy_graphs import LazyGraphs
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ class DeviceDecoder:
         input_h: int,
         names: Sequence[str],
         selection: Selection,
+        *,
+        graphs: bool = True,
     ) -> None:
         import torch
 
@@ -49,12 +52,45 @@ class DeviceDecoder:
         self._classes: dict[Any, Any] = {}
         # torchvision is optional: without its kernel, the same greedy NMS in plain torch.
         self._batched_nms = torchvision_batched_nms(torch) or _batched_nms
+        # The fixed-shape part (boxes, scores, the filter) replayed as one CUDA graph per
+        # output shape (on a GPU whose model is graphed): some twenty torch calls a batch
+        # become one.
+        self.graphs = LazyGraphs(torch, None, "head decode") if graphs else None
 
     def __call__(self, output: Any) -> list[Detections]:
         torch = self.torch
         with torch.inference_mode():
-            boxes, scores = self._boxes_and_scores(output.float())
-            return self._select(boxes, scores)
+            found = None
+            if self.graphs is not None:
+                found = self.graphs.run(
+                    (*output.shape, output.dtype),
+                    lambda static_in: static_in.copy_(output),
+                    lambda: torch.empty_like(output),
+                    self._anchors,
+                )
+            keep, table = found if found is not None else self._anchors(output)
+            # The model's class count (YOLOv8's rows: 4 box values, then the classes' scores).
+            rows = output.shape[1] if self.family is Family.YOLOV8 else output.shape[-1]
+            return self._select(keep, table, rows - (4 if self.family is Family.YOLOV8 else 5))
+
+    def _anchors(self, output: Any) -> tuple[Any, Any]:
+        """Which anchors pass the score and class filter (B, A) and every anchor's box,
+        score and class in one (B, A, 6) float32 table, in model-input pixels: the same shapes
+        whatever the detections, so a CUDA graph can make them."""
+        torch, sel = self.torch, self.selection
+        boxes, scores = self._boxes_and_scores(output.float())
+        best, class_id = scores.max(dim=-1)
+        keep = (best >= sel.conf) & torch.isfinite(best) & torch.isfinite(boxes).all(dim=-1)
+        if sel.classes is not None:
+            keep &= torch.isin(class_id, self._wanted(class_id.device))
+        if sel.max_candidates < best.shape[1]:
+            ranked = torch.where(keep, best, torch.full_like(best, -1.0))
+            floor = ranked.topk(sel.max_candidates, dim=1).values[:, -1:]
+            keep &= ranked >= floor
+        # Box, score and class side by side, so the kept ones are gathered once and read back
+        # once. Class ids are small integers, exact in float32.
+        table = torch.cat((boxes, best.unsqueeze(-1), class_id.unsqueeze(-1).float()), dim=-1)
+        return keep, table
 
     def _boxes_and_scores(self, output: Any) -> tuple[Any, Any]:
         """(B, A, 4) xyxy boxes and (B, A, classes) scores in model-input pixels."""
@@ -89,26 +125,14 @@ class DeviceDecoder:
             self._grids[key] = (to_device(grid).to(device), to_device(stride).to(device))
         return self._grids[key]
 
-    def _select(self, boxes: Any, scores: Any) -> list[Detections]:
+    def _select(self, keep: Any, table: Any, classes: int) -> list[Detections]:
         torch, sel = self.torch, self.selection
-        batch = boxes.shape[0]
-        best, class_id = scores.max(dim=-1)
-        keep = (best >= sel.conf) & torch.isfinite(best) & torch.isfinite(boxes).all(dim=-1)
-        if sel.classes is not None:
-            keep &= torch.isin(class_id, self._wanted(class_id.device))
-        if sel.max_candidates < best.shape[1]:
-            ranked = torch.where(keep, best, torch.full_like(best, -1.0))
-            floor = ranked.topk(sel.max_candidates, dim=1).values[:, -1:]
-            keep &= ranked >= floor
-        # Every anchor's box, score and class in one table, so the kept ones are gathered
-        # once and read back once: each torch call lets go of the interpreter lock and must
-        # win it back (issue 61). Class ids are small integers, exact in float32.
-        table = torch.cat((boxes, best.unsqueeze(-1), class_id.unsqueeze(-1).float()), dim=-1)
+        batch = keep.shape[0]
         image, anchor = keep.nonzero(as_tuple=True)
         picked = table[image, anchor]
         # One NMS call for the whole batch: boxes of different images (and, unless class
         # agnostic, of different classes) are kept apart by their group id.
-        groups = image if sel.class_agnostic else image * scores.shape[-1] + class_id[image, anchor]
+        groups = image if sel.class_agnostic else image * classes + picked[:, 5].long()
         kept = self._batched_nms(picked[:, :4], picked[:, 4], groups, sel.iou)
         # kept is best-first; a stable sort by image keeps that order within each image.
         kept = kept[torch.sort(image[kept], stable=True).indices]

@@ -215,7 +215,12 @@ class Model:
             backend.device,
             self.suppression.node,
         )
-        return DeviceDecoder(self.family, width, height, self.names, self.suppression)
+        # Its fixed-shape part replayed as CUDA graphs where the model's are (a GPU, not
+        # turned off, capture worked).
+        graphed = getattr(backend, "graphs", None) is not None
+        return DeviceDecoder(
+            self.family, width, height, self.names, self.suppression, graphs=graphed
+        )
 
     def _family(
         self, output_shape: list[Any], metadata: dict[str, str], width: int, height: int

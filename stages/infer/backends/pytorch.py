@@ -49,8 +49,10 @@ class TorchConfig(BackendSettings):
     """Half precision weights and inputs (checked against onnxruntime at load, looser)."""
     cuda_graphs: bool | None = None
     """Capture the model as one CUDA graph (HIP graph on ROCm) per padded batch size
-    (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds. Unset: on for
-    GPU devices. Where capture fails the model runs op by op, with a warning."""
+    (1, 2, 4 ... max_batch), so that a batch is one launch instead of hundreds, and with it
+    the fixed-shape part of the head decode on the device (one graph per batch size, captured
+    the first time the size comes). Unset: on for GPU devices. Where capture fails the model
+    runs op by op, with a warning."""
     host_wait: HostWait = "sleep"
     """How a thread waiting for the GPU waits: ``sleep`` (blocked until the GPU signals, its
     core free for other work meanwhile), ``auto`` (the driver's choice: it spins while the

@@ -133,3 +133,34 @@ def test_the_decoder_uses_torchvisions_kernel_without_importing_torchvision() ->
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["batched_nms", "False"]
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("fault", [None, "wrong", "fail"])
+def test_the_graphed_decode_keeps_exactly_what_op_by_op_keeps(
+    model: str, fault: str | None
+) -> None:
+    """The fixed-shape part replayed by one graph per output shape (a stand-in for CUDA's
+    capture, tests/fakes/graphs.py): the same detections, bit for bit, batch after batch and
+    size after size; a replay that differs, or a capture that fails, turns graphs off and the
+    detections stay right."""
+    from tests.fakes.graphs import StandInGraphs
+
+    family, size, _, _ = MODELS[model]
+    raw = torch.from_numpy(raw_outputs(model))
+    names = tuple(f"c{i}" for i in range(80))
+    chosen, _ = selection(classes=[0, 2, 7, 17])
+    plain = DeviceDecoder(family, size, size, names, chosen, graphs=False)
+    graphed = DeviceDecoder(family, size, size, names, chosen, graphs=False)
+    graphed.graphs = stand_in = StandInGraphs(torch, **({fault: True} if fault else {}))
+    for batch in (raw[:8], raw[8:16], raw[16:20], raw[:3], raw[3:7], raw[20:23]):
+        mine, theirs = graphed(batch), plain(batch)
+        assert len(mine) == len(theirs) == len(batch)
+        for a, b in zip(mine, theirs, strict=True):
+            assert np.array_equal(a.xyxy, b.xyxy) and np.array_equal(a.score, b.score)
+            assert np.array_equal(a.class_id, b.class_id) and a.suppressed
+    assert sum(len(found) for found in plain(raw)) > 10
+    if fault is None:
+        assert len(stand_in.captured) == 3 and stand_in.replays == 3 and stand_in.enabled
+    else:
+        assert not stand_in.enabled and stand_in.replays == 0

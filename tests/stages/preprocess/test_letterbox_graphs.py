@@ -1,15 +1,13 @@
 """The letterbox of decoder pictures by one captured graph per batch and picture size
-(stages/preprocess/letterbox_graphs.py). No GPU here: a stand-in graph records the function
-given to capture and, as a CUDA graph does, writes nothing until it is replayed, then runs it
-on the graph's own input and output. What is tested is ours: the same batch as op by op,
-one capture per size, the input buffer shared per picture size, the output cloned out of the
-graph, and graphs turned off (with the batch still right) where a replay differs or capture
-fails."""
+(stages/lazy_graphs.py, stages/preprocess/torch_letterbox.py). No GPU here: a stand-in for
+capture (tests/fakes/graphs.py) writes nothing until a replay, as CUDA does. What is tested
+is ours: the same batch as op by op, one capture per size, the input buffer shared per picture
+size, the output cloned out of the graph, and graphs turned off (with the batch still right)
+where a replay differs or capture fails."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
 
@@ -18,38 +16,12 @@ from vapipe.pipeline.device_picture import DeviceNV12, i420_to_nv12
 
 torch = pytest.importorskip("torch")
 
+from tests.fakes.graphs import StandInGraphs  # noqa: E402
+from vapipe.stages.lazy_graphs import LazyGraphs  # noqa: E402
 from vapipe.stages.preprocess.cl_kernel import TensorSpec  # noqa: E402
-from vapipe.stages.preprocess.letterbox_graphs import LetterboxGraphs  # noqa: E402
 from vapipe.stages.preprocess.torch_letterbox import TorchLetterbox  # noqa: E402
 
 CPU = torch.device("cpu")
-
-
-class StandInGraph:
-    def __init__(self, function: Any, static_in: Any, static_out: Any, wrong: bool) -> None:
-        self.function, self.static_in, self.static_out = function, static_in, static_out
-        self.wrong = wrong
-
-    def replay(self) -> None:
-        self.static_out.copy_(self.function(self.static_in))
-        if self.wrong:
-            self.static_out.add_(1)
-
-
-class StandInGraphs(LetterboxGraphs):
-    """Captures as CUDA does: the output exists, its contents do not until a replay."""
-
-    def __init__(self, max_batch: int, *, wrong: bool = False, fail: bool = False) -> None:
-        super().__init__(torch, CPU, None, max_batch)
-        self.wrong, self.fail = wrong, fail
-        self.captured: list[tuple[int, ...]] = []
-
-    def _capture(self, letterboxed: Any, static_in: Any) -> tuple[Any, Any]:
-        if self.fail:
-            raise RuntimeError("operation not permitted when stream is capturing")
-        self.captured.append(tuple(static_in.shape))
-        static_out = torch.full_like(letterboxed(static_in), -7.0)  # nothing written yet
-        return StandInGraph(letterboxed, static_in, static_out, self.wrong), static_out
 
 
 def pictures(count: int, clip: str = "people") -> list[DeviceNV12]:
@@ -57,14 +29,14 @@ def pictures(count: int, clip: str = "people") -> list[DeviceNV12]:
     return [DeviceNV12(torch.from_numpy(i420_to_nv12(p)), None, k, 1) for k, p in enumerate(planes)]
 
 
-def fronts(graphs: LetterboxGraphs | None) -> TorchLetterbox:
+def fronts(graphs: LazyGraphs | None) -> TorchLetterbox:
     front = TorchLetterbox(TensorSpec(416, 416, "top-left", False, 1.0), torch, CPU, max_batch=4)
     front.graphs = graphs
     return front
 
 
 def test_batches_by_graph_are_the_op_by_op_batches_one_capture_per_size() -> None:
-    graphs = StandInGraphs(max_batch=4)
+    graphs = StandInGraphs(torch)
     graphed, plain = fronts(graphs), fronts(None)
     people, horses = pictures(4), pictures(3, "horses")
     batches = [people[:3], people[1:4], people[:1], horses[:3], horses[1:3], people[:3]]
@@ -78,7 +50,7 @@ def test_batches_by_graph_are_the_op_by_op_batches_one_capture_per_size() -> Non
     assert graphs.captured == [(3, *rows), (1, *rows), (3, *horses[0].shape), (2, *horses[0].shape)]
     assert graphs.replays == 2 and graphs.stats()["graphs"] == 4
     # The graphs of one picture size read the first rows of one input buffer.
-    assert len(graphs._inputs) == 2
+    assert len(graphed._inputs) == 2
     three, one = graphs._graphs[(3, *rows)][1], graphs._graphs[(1, *rows)][1]
     assert three.data_ptr() == one.data_ptr() and three.shape[0] == 3
     # Each batch is its own tensor: a later replay of the same graph leaves it as it was.
@@ -88,13 +60,13 @@ def test_batches_by_graph_are_the_op_by_op_batches_one_capture_per_size() -> Non
 
 @pytest.mark.parametrize(
     ("fault", "said"),
-    [("wrong", "a replay differed from the same batch run op by op"),
+    [("wrong", "a replay differed from the same call run op by op"),
      ("fail", "capture failed (operation not permitted when stream is capturing)")],
 )  # fmt: skip
 def test_a_replay_that_differs_or_a_failed_capture_turns_graphs_off_the_batch_stays_right(
     fault: str, said: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    graphs = StandInGraphs(max_batch=4, **{fault: True})
+    graphs = StandInGraphs(torch, **{fault: True})
     graphed, plain = fronts(graphs), fronts(None)
     batch = pictures(2)
     with caplog.at_level(logging.WARNING):
@@ -105,13 +77,13 @@ def test_a_replay_that_differs_or_a_failed_capture_turns_graphs_off_the_batch_st
     again = graphed.result(graphed.submit(batch))  # op by op from now on: no capture
     assert torch.equal(again, got) and len(graphs.captured) == (fault == "wrong")
     assert graphs.replays == 0
-    assert graphs.run([p.tensor for p in batch], lambda source: None) is None
+    assert graphs.run("any", print, print, print) is None  # nothing is called once off
 
 
 def test_host_frames_and_mixed_batches_are_never_graphed() -> None:
     """Graphs take whole batches of decoder pictures of one size: host I420 frames, or a
     batch mixing them, run op by op."""
-    graphs = StandInGraphs(max_batch=4)
+    graphs = StandInGraphs(torch)
     graphed, plain = fronts(graphs), fronts(None)
     host = i420_frames("people", 2)
     for batch in ([host[0], host[1]], [pictures(1)[0], host[1]]):
@@ -124,7 +96,7 @@ def test_the_preprocess_stats_say_how_many_graphs_ran() -> None:
     from vapipe.stages.preprocess.stage import PreprocessStage
 
     stage = PreprocessStage("pre", PreprocessStage.Config(backend="torch"))
-    stage.front = fronts(StandInGraphs(max_batch=4))
+    stage.front = fronts(StandInGraphs(torch))
     stage.device_name = "torch cpu"
     stage.front.result(stage.front.submit(pictures(2)))
     stage.front.result(stage.front.submit(pictures(2)))
