@@ -8,15 +8,19 @@ one call. Used by the torch letterbox (stages/preprocess/torch_letterbox.py) and
 head decode (stages/infer/device_decode.py).
 
 Capture runs on the caller's stream in ``thread_local`` error mode (other threads keep issuing
-work while it captures), into one memory pool for every shape (replays never overlap: one
-caller, one stream). The first replay of each shape is checked against the same call run op by
-op, bit for bit; where they differ, or capture fails, graphs are turned off for the run with a
-warning and the caller runs op by op (the same numbers either way).
+work while it captures), into one memory pool for every shape. Callers share one stream (the
+letterbox's own; the infer workers' current one): a lock held while a call is queued (its
+input written, the replay, its outputs cloned) keeps two callers' replays of one graph apart,
+and the GPU runs them in the order they were queued. The first replay of each shape is checked
+against the same call run op by op, bit for bit; where they differ, or capture fails, graphs
+are turned off for the run with a warning and the caller runs op by op (the same numbers
+either way).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -33,6 +37,7 @@ class LazyGraphs:
         self.torch, self.stream, self.what = torch, stream, what
         self._graphs: dict[Hashable, tuple[Any, Any, Outputs]] = {}
         self._pool: Any = None
+        self._lock = threading.Lock()
         self.enabled = True
         self.replays = 0
 
@@ -46,16 +51,17 @@ class LazyGraphs:
         """``make_input()`` gives the graph's own input for a new ``key`` (kept for its
         replays); ``fill`` writes this call's data into it (on the current stream, the
         capture's); the outputs are clones (the next replay writes over the graph's own)."""
-        if not self.enabled:
-            return None
-        entry = self._graphs.get(key)
-        if entry is None:
-            return self._first(key, fill, make_input(), function)
-        graph, static_in, static_out = entry
-        fill(static_in)
-        graph.replay()
-        self.replays += 1
-        return tuple(out.clone() for out in static_out)
+        with self._lock:
+            if not self.enabled:
+                return None
+            entry = self._graphs.get(key)
+            if entry is None:
+                return self._first(key, fill, make_input(), function)
+            graph, static_in, static_out = entry
+            fill(static_in)
+            graph.replay()
+            self.replays += 1
+            return tuple(out.clone() for out in static_out)
 
     def _first(
         self, key: Hashable, fill: Callable[[Any], None], static_in: Any,
