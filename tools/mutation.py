@@ -209,7 +209,6 @@ MODULES: dict[str, list[str]] = {
     ],
     # Issue 28's 16-stream figure: the letterbox in torch, the preprocess node's choice of
     # it, the infer node's device batch, the torch backend's device input.
-    "stages/preprocess/torch_letterbox.py": ["tests/stages/preprocess/test_torch_letterbox.py"],
     "stages/preprocess/stage.py": [
         "tests/stages/preprocess/test_torch_letterbox.py",
         "tests/stages/preprocess/test_preprocess.py",
@@ -280,6 +279,17 @@ MODULES: dict[str, list[str]] = {
     "stages/plates/reader.py": ["tests/stages/plates/test_reader.py"],
     "stages/plates/stage.py": ["tests/stages/plates/test_reader.py"],
     "pipeline/queues.py": ["tests/pipeline/test_queues.py"],
+    "stages/lazy_graphs.py": [
+        "tests/stages/test_lazy_graphs.py",
+        "tests/stages/preprocess/test_letterbox_graphs.py",
+        "tests/stages/infer/test_device_decode.py::test_the_graphed_decode_keeps_exactly_what_op_by_op_keeps",
+    ],
+    "stages/infer/device_decode.py": ["tests/stages/infer/test_device_decode.py"],
+    "stages/preprocess/torch_letterbox.py": [
+        "tests/stages/preprocess/test_letterbox_graphs.py",
+        "tests/stages/preprocess/test_torch_letterbox.py",
+    ],
+    "stages/source/stage.py": ["tests/stages/source/test_seconds.py"],
     "stages/sinks/events.py": [
         "tests/stages/sinks/test_events_sink.py",
         "tests/faults/test_one_line_errors.py::test_a_full_disk_says_so",
@@ -331,6 +341,11 @@ PARTS: dict[str, tuple[str, ...]] = {
     ),
     # What issue 61 changed in the runtime's hand-overs and the events sink.
     "pipeline/queues.py": ("put", "put_many", "put_eos"),
+    # Issue 61's fewer torch calls a batch: graphs, the head decode's table, the copies.
+    "stages/infer/device_decode.py": ("__call__", "_anchors", "_select", "_wanted"),
+    "stages/preprocess/torch_letterbox.py": ("_graphed", "_readable", "_padded", "_finished"),
+    "stages/source/device_stream.py": ("_copied",),
+    "stages/source/stage.py": ("seconds",),
     "stages/sinks/events.py": ("write_all", "_write_lines", "process_batch"),
     "pipeline/errors.py": ("install_hint", "MissingDependencyError"),
     "pipeline/assets.py": ("model_entry_of_file",),
