@@ -102,3 +102,21 @@ def test_the_preprocess_stats_say_how_many_graphs_ran() -> None:
     stage.front.result(stage.front.submit(pictures(2)))
     assert stage.stats() == {"device": "torch cpu", "graphs": 1, "graph_replays": 1,
                              "graphs_on": True}  # fmt: skip
+
+
+def test_a_picture_with_an_event_is_waited_for_on_the_letterbox_stream_one_without_is_not() -> None:
+    """A producer that hands pictures on unfinished gives each an event (``ready``): the
+    letterbox's stream waits for it before it reads. The decoders' pictures are finished and
+    carry none: no wait."""
+    waited: list[object] = []
+    front = fronts(None)
+    front.stream = type("Stream", (), {"wait_event": lambda self, event: waited.append(event)})()
+    finished, unfinished = pictures(2)
+    unfinished.ready = event = object()
+    tensors = front._readable([finished, unfinished, finished])
+    assert waited == [event]
+    assert [t.data_ptr() for t in tensors] == [p.tensor.data_ptr() for p in
+                                               (finished, unfinished, finished)]  # fmt: skip
+    front.stream = None  # where the device has no streams (the CPU): nothing to wait on
+    front._readable([unfinished])
+    assert waited == [event]

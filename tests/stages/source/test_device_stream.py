@@ -86,3 +86,6 @@ def test_on_the_cpu_no_stream_and_no_event() -> None:
 
     picture = OnCpu()._copied(lambda: np.ones((6, 4), np.uint8), 5)
     assert picture.ready is None and picture.pts == 5 and picture.tensor.sum() == 24
+    # Before the first shown picture (an edit list's B-frames) a timestamp is negative: only
+    # the decoder's "none" (-1) means none.
+    assert OnCpu()._copied(lambda: np.ones((6, 4), np.uint8), -3003).pts == -3003
