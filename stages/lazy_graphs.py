@@ -26,6 +26,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+CAPTURING = threading.Lock()
+"""One capture at a time in the process: entering a capture synchronises the whole device,
+which breaks a capture under way in another thread (on the H100 the letterbox's capture failed
+with "operation failed due to a previous error during capture" while the head decode's ran)."""
+
 Outputs = tuple[Any, ...]
 
 
@@ -72,7 +77,8 @@ class LazyGraphs:
         fill(static_in)
         expected = function(static_in)
         try:
-            graph, static_out = self._capture(function, static_in)
+            with CAPTURING:
+                graph, static_out = self._capture(function, static_in)
             graph.replay()
             same = all(map(self.torch.equal, static_out, expected))
         except RuntimeError as exc:  # a capture the driver or an op refuses
@@ -88,8 +94,11 @@ class LazyGraphs:
         capture runs nothing)."""
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(
-            graph, pool=self._pool, stream=self.stream, capture_error_mode="thread_local"
+        with (
+            CAPTURING,
+            torch.cuda.graph(
+                graph, pool=self._pool, stream=self.stream, capture_error_mode="thread_local"
+            ),
         ):
             static_out = function(static_in)
         self._pool = graph.pool()

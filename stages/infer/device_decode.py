@@ -62,13 +62,20 @@ class DeviceDecoder:
         with torch.inference_mode():
             found = None
             if self.graphs is not None:
+                # One graph per power-of-two row count (batches come in any size): rows past
+                # the batch hold an earlier batch's and are cut off the outputs.
+                count = output.shape[0]
+                rows = 1 << (count - 1).bit_length()
                 found = self.graphs.run(
-                    (*output.shape, output.dtype),
-                    lambda static_in: static_in.copy_(output),
-                    lambda: torch.empty_like(output),
+                    (rows, *output.shape[1:], output.dtype),
+                    lambda static_in: static_in[:count].copy_(output),
+                    lambda: output.new_zeros((rows, *output.shape[1:])),
                     self._anchors,
                 )
-            keep, table = found if found is not None else self._anchors(output)
+            if found is not None:
+                keep, table = (part[:count] for part in found)
+            else:
+                keep, table = self._anchors(output)
             # The model's class count (YOLOv8's rows: 4 box values, then the classes' scores).
             rows = output.shape[1] if self.family is Family.YOLOV8 else output.shape[-1]
             return self._select(keep, table, rows - (4 if self.family is Family.YOLOV8 else 5))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vapipe.stages.lazy_graphs import LazyGraphs, Outputs
+from vapipe.stages.lazy_graphs import CAPTURING, LazyGraphs, Outputs
 
 
 class StandInGraph:
@@ -29,6 +29,8 @@ class StandInGraphs(LazyGraphs):
         self.captured: list[tuple[int, ...]] = []
 
     def _capture(self, function: Any, static_in: Any) -> tuple[Any, Outputs]:
+        # One capture at a time in the process: another thread's would break this one.
+        assert CAPTURING.locked(), "captured without the process's capture lock"
         if self.fail:
             raise RuntimeError("operation not permitted when stream is capturing")
         self.captured.append(tuple(static_in.shape))
