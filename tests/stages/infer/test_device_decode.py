@@ -74,6 +74,7 @@ def selection(**changes: object) -> tuple[Selection, NmsStage]:
         {"conf": 0.1, "iou": 0.6},
         {"class_agnostic": True, "max_det": 5},
         {"classes": [0, 2]},
+        {"max_candidates": 12},
     ],
 )
 def test_device_decode_keeps_what_numpy_and_the_nms_node_keep(model: str, settings: dict) -> None:
@@ -89,6 +90,9 @@ def test_device_decode_keeps_what_numpy_and_the_nms_node_keep(model: str, settin
         assert mine.suppressed
         final = nms.select(mine, None)  # what the nms node does with them downstream
         assert len(final) == len(theirs)
+        # The decoder's own selection is final: the node only maps it to frame pixels.
+        assert len(mine) == len(final) <= chosen.max_det
+        assert (mine.score >= chosen.conf).all()
         order, reference = np.lexsort(final.xyxy.T), np.lexsort(theirs.xyxy.T)
         np.testing.assert_allclose(final.xyxy[order], theirs.xyxy[reference], atol=1e-3)
         np.testing.assert_allclose(final.score[order], theirs.score[reference], atol=1e-5)
@@ -166,3 +170,19 @@ def test_the_graphed_decode_keeps_exactly_what_op_by_op_keeps(
         assert stand_in.replays == 4 and stand_in.enabled
     else:
         assert not stand_in.enabled and stand_in.replays == 0
+
+
+def test_boxes_of_other_images_and_classes_never_suppress_each_other() -> None:
+    """One NMS call for the whole batch keeps images and classes apart by a group id: the same
+    box in two images, and in two classes of one image, are all kept (the last class of the
+    first image and the first of the second included)."""
+    output = torch.zeros((2, 84, 10))  # YOLOv8's head: 4 box values, 80 class scores, anchors
+    for image, anchor, class_id, score in ((0, 0, 79, 0.9), (1, 0, 0, 0.8), (1, 1, 16, 0.7),
+                                           (1, 2, 16, 0.6)):  # fmt: skip
+        output[image, :4, anchor] = torch.tensor([30.0, 30.0, 40.0, 40.0])
+        output[image, 4 + class_id, anchor] = score
+    chosen, _ = selection()
+    found = DeviceDecoder(Family.YOLOV8, 64, 64, [f"c{i}" for i in range(80)], chosen)(output)
+    assert [d.class_id.tolist() for d in found] == [[79], [0, 16]]  # the second 16 suppressed
+    assert found[1].score.tolist() == pytest.approx([0.8, 0.7])
+    assert found[0].xyxy.tolist() == [[10.0, 10.0, 50.0, 50.0]]
