@@ -65,20 +65,25 @@ class DeviceDecoder:
                 # One graph per power-of-two row count (batches come in any size): rows past
                 # the batch hold an earlier batch's and are cut off the outputs.
                 count = output.shape[0]
-                rows = 1 << (count - 1).bit_length()
+                padded = 1 << (count - 1).bit_length()
                 found = self.graphs.run(
-                    (rows, *output.shape[1:], output.dtype),
+                    (padded, *output.shape[1:], output.dtype),
                     lambda static_in: static_in[:count].copy_(output),
-                    lambda: output.new_zeros((rows, *output.shape[1:])),
+                    lambda: output.new_zeros((padded, *output.shape[1:])),
                     self._anchors,
                 )
             if found is not None:
                 keep, table = (part[:count] for part in found)
             else:
                 keep, table = self._anchors(output)
-            # The model's class count (YOLOv8's rows: 4 box values, then the classes' scores).
-            rows = output.shape[1] if self.family is Family.YOLOV8 else output.shape[-1]
-            return self._select(keep, table, rows - (4 if self.family is Family.YOLOV8 else 5))
+            return self._select(keep, table, self._classes_in(output))
+
+    def _classes_in(self, output: Any) -> int:
+        """The model's class count: YOLOv8's rows are 4 box values and the classes' scores,
+        YOLOX's and YOLOv5's 4 box values, an objectness and the classes' scores."""
+        if self.family is Family.YOLOV8:
+            return int(output.shape[1]) - 4
+        return int(output.shape[-1]) - 5
 
     def _anchors(self, output: Any) -> tuple[Any, Any]:
         """Which anchors pass the score and class filter (B, A) and every anchor's box,

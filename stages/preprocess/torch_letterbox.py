@@ -131,7 +131,6 @@ class TorchLetterbox:
         self._next = (self._next + 1) % len(self.slots)
         if offsets[-1]:
             self._stage(slot, frames, offsets)
-        conv = self.conv
         with (
             torch.inference_mode(),
             torch.cuda.stream(self.stream) if self.on_gpu else nullcontext(),
@@ -152,9 +151,7 @@ class TorchLetterbox:
             for first, count in runs:
                 picture = frames[first]
                 shape = picture.shape
-                layout = _layout(picture)
-                src_h, src_w = (shape[0] * 2 // 3, shape[1]) if layout != "bgr" else shape[:2]
-                box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
+                layout, src_h, src_w, box = self._placed(picture)
                 if layout == "nv12":
                     source = self._on_device(frames[first : first + count])
                     on_device += frames[first : first + count]
@@ -166,6 +163,13 @@ class TorchLetterbox:
                 self._letterbox(source, layout, src_h, src_w, box, batch[first : first + count])
                 boxes.extend([box] * count)
         return Pending(batch, self._finished(), boxes, tuple(on_device))
+
+    def _placed(self, picture: Picture) -> tuple[str, int, int, Letterbox]:
+        """The picture's layout, its height and width, and where it goes in the model input."""
+        layout, shape, conv = _layout(picture), picture.shape, self.conv
+        src_h, src_w = (shape[0] * 2 // 3, shape[1]) if layout != "bgr" else shape[:2]
+        return layout, src_h, src_w, letterbox_for(src_w, src_h, conv.width, conv.height,
+                                                   conv.placement)  # fmt: skip
 
     def _finished(self) -> Any:
         """An event recorded after the work enqueued so far (None on the CPU)."""
@@ -184,9 +188,7 @@ class TorchLetterbox:
         """A batch of same-sized decoder pictures by the CUDA graph of its size (captured the
         first time), and where each picture went in it."""
         assert self.graphs is not None
-        src_h, src_w = pictures[0].shape[0] * 2 // 3, pictures[0].shape[1]
-        conv = self.conv
-        box = letterbox_for(src_w, src_h, conv.width, conv.height, conv.placement)
+        _, src_h, src_w, box = self._placed(pictures[0])
 
         def letterboxed(source: Any) -> Any:
             out = self._padded(source.shape[0])
