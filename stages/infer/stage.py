@@ -114,10 +114,14 @@ class InferStage(BatchStage):
         )
         loaded = model.loaded
         head = "in the model" if model.head is not None else "host"
+        decoder = model.device_decoder
+        # Whether the head decode's CUDA graphs ran (a failed capture turns them off).
+        graphs = decoder.graphs.stats() if decoder is not None and decoder.graphs else {}
         return {
             **base,
+            **{f"head_decode_{key}": value for key, value in graphs.items()},
             "rect": loaded and model.input.rect,
-            "head_decode": "on the device" if model.device_decoder is not None else head,
+            "head_decode": "on the device" if decoder is not None else head,
             "model_family": model.family.value if loaded else None,
             "max_batch": self.config.max_batch,
             **skipping,

@@ -41,3 +41,25 @@ def test_two_callers_of_one_graph_each_get_their_own_outputs() -> None:
         thread.join()
     assert {v: t.tolist() for v, t in got.items()} == {v: [2 * v] * 4 for v in (3.0, 5.0, 7.0)}
     assert graphs.replays == 3 and len(graphs.captured) == 1
+
+
+def test_the_infer_stats_say_whether_the_head_decodes_graphs_ran() -> None:
+    """A failed capture turns a node's graphs off with only a log line: the stats say so."""
+    from types import SimpleNamespace
+
+    from vapipe.stages.infer.stage import InferStage
+
+    graphs = StandInGraphs(torch)
+    graphs.run("k", lambda s: s.fill_(1), lambda: torch.zeros(2), lambda s: (s + 1,))
+    graphs.run("k", lambda s: s.fill_(2), lambda: torch.zeros(2), lambda s: (s + 1,))
+    stage = InferStage.__new__(InferStage)
+    stage.model = SimpleNamespace(backend=None, loaded=False, head=None,
+                                  device_decoder=SimpleNamespace(graphs=graphs))  # fmt: skip
+    stage.schedule = SimpleNamespace(interval=1, interval_s=None)
+    stage.config = SimpleNamespace(max_batch=8)
+    stats = stage.stats()
+    assert stats["head_decode"] == "on the device"
+    assert stats["head_decode_graphs"] == 1 and stats["head_decode_graph_replays"] == 1
+    assert stats["head_decode_graphs_on"] is True
+    stage.model.device_decoder = SimpleNamespace(graphs=None)  # on the CPU: nothing to say
+    assert not any(key.startswith("head_decode_") for key in stage.stats())
