@@ -91,14 +91,11 @@ class LazyGraphs:
 
     def _capture(self, function: Callable[[Any], Outputs], static_in: Any) -> tuple[Any, Outputs]:
         """The graph of ``function`` on ``static_in``, and its outputs (written by replays:
-        capture runs nothing)."""
+        capture runs nothing). The caller holds ``CAPTURING``."""
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
-        with (
-            CAPTURING,
-            torch.cuda.graph(
-                graph, pool=self._pool, stream=self.stream, capture_error_mode="thread_local"
-            ),
+        with torch.cuda.graph(
+            graph, pool=self._pool, stream=self.stream, capture_error_mode="thread_local"
         ):
             static_out = function(static_in)
         self._pool = graph.pool()

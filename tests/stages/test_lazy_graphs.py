@@ -63,3 +63,56 @@ def test_the_infer_stats_say_whether_the_head_decodes_graphs_ran() -> None:
     assert stats["head_decode_graphs_on"] is True
     stage.model.device_decoder = SimpleNamespace(graphs=None)  # on the CPU: nothing to say
     assert not any(key.startswith("head_decode_") for key in stage.stats())
+
+
+def test_the_real_capture_runs_once_under_the_process_lock_and_passes_its_settings() -> None:
+    """``_capture`` itself (the stand-in replaces it elsewhere), against a fake ``torch.cuda``
+    whose capture runs the function eagerly: the capture takes the process's lock exactly once
+    (a second take of the non-reentrant lock would hang the capturing thread), captures on the
+    caller's stream in thread_local mode, and shares one pool between graphs."""
+    from types import SimpleNamespace
+
+    from vapipe.stages.lazy_graphs import CAPTURING, LazyGraphs
+
+    entered: list[dict] = []
+
+    class Graph:
+        def pool(self) -> str:
+            return f"pool of graph {len(entered)}"
+
+        def replay(self) -> None:
+            pass  # the fake capture ran the function eagerly: its outputs hold that run
+
+    class Capture:
+        def __init__(self, graph: Graph, **options: object) -> None:
+            self.options = options
+
+        def __enter__(self) -> None:
+            assert CAPTURING.locked()
+            entered.append(self.options)
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(CUDAGraph=Graph, graph=Capture), equal=torch.equal)
+    graphs = LazyGraphs(fake, "the stream", "fake")
+    outputs: list[object] = []
+
+    def calls() -> None:
+        for key, value in (("a", 1.0), ("b", 2.0), ("a", 3.0)):
+            outputs.append(graphs.run(key, lambda s, v=value: s.fill_(v), lambda: torch.zeros(3),
+                                      lambda s: (s * 2,)))  # fmt: skip
+
+    worker = threading.Thread(target=calls, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "a capture took the process's capture lock twice and hung"
+    assert not CAPTURING.locked() and graphs.enabled and graphs.stats()["graphs"] == 2
+    # The third call replays "a" (no capture): this fake's replay writes nothing, so its
+    # output is what the capture wrote, cloned.
+    assert [o[0].tolist() for o in outputs] == [[2.0] * 3, [4.0] * 3, [2.0] * 3]
+    assert graphs.replays == 1
+    assert entered == [
+        {"pool": None, "stream": "the stream", "capture_error_mode": "thread_local"},
+        {"pool": "pool of graph 1", "stream": "the stream", "capture_error_mode": "thread_local"},
+    ]
