@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vapipe.pipeline.detections import Detections
+from vapipe.stages.infer.backends.base import padded_size
 from vapipe.stages.infer.heads import Family, yolox_grid_for
 from vapipe.stages.lazy_graphs import LazyGraphs
 
@@ -39,7 +40,7 @@ class DeviceDecoder:
         names: Sequence[str],
         selection: Selection,
         *,
-        graphs: bool = True,
+        graph_sizes: tuple[int, ...] = (),
     ) -> None:
         import torch
 
@@ -53,19 +54,20 @@ class DeviceDecoder:
         # torchvision is optional: without its kernel, the same greedy NMS in plain torch.
         self._batched_nms = torchvision_batched_nms(torch) or _batched_nms
         # The fixed-shape part (boxes, scores, the filter) replayed as one CUDA graph per
-        # output shape (on a GPU whose model is graphed): some twenty torch calls a batch
-        # become one.
-        self.graphs = LazyGraphs(torch, None, "head decode") if graphs else None
+        # batch size the model's own graphs have (``graph_sizes``, on a GPU whose model is
+        # graphed; none: op by op): some twenty torch calls a batch become one.
+        self.graph_sizes = graph_sizes
+        self.graphs = LazyGraphs(torch, None, "head decode") if graph_sizes else None
 
     def __call__(self, output: Any) -> list[Detections]:
         torch = self.torch
         with torch.inference_mode():
             found = None
             if self.graphs is not None:
-                # One graph per power-of-two row count (batches come in any size): rows past
-                # the batch hold an earlier batch's and are cut off the outputs.
+                # Padded as the model pads (batches come in any size): rows past the batch
+                # hold an earlier batch's and are cut off the outputs.
                 count = output.shape[0]
-                padded = 1 << (count - 1).bit_length()
+                padded = max(count, padded_size(count, self.graph_sizes))
                 found = self.graphs.run(
                     (padded, *output.shape[1:], output.dtype),
                     lambda static_in: static_in[:count].copy_(output),

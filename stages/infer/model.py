@@ -215,12 +215,13 @@ class Model:
             backend.device,
             self.suppression.node,
         )
-        # Its fixed-shape part replayed as CUDA graphs where the model's are (a GPU, not
-        # turned off, capture worked).
-        graphed = getattr(backend, "graphs", None) is not None
+        # Its fixed-shape part replayed as CUDA graphs of the model's batch sizes, where the
+        # model's are (a GPU, not turned off, capture worked).
+        graphs = getattr(backend, "graphs", None)
         return DeviceDecoder(
-            self.family, width, height, self.names, self.suppression, graphs=graphed
-        )
+            self.family, width, height, self.names, self.suppression,
+            graph_sizes=graphs.sizes if graphs is not None else (),
+        )  # fmt: skip
 
     def _family(
         self, output_shape: list[Any], metadata: dict[str, str], width: int, height: int

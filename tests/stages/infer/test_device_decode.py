@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import asset
+from vapipe.stages.infer.backends.base import batch_ladder
 from vapipe.stages.infer.backends.onnx_runtime import OnnxBackend, OnnxRuntimeConfig
 from vapipe.stages.infer.heads import Family, decode
 from vapipe.stages.nms import NmsConfig, NmsStage, Selection
@@ -154,10 +155,12 @@ def test_the_graphed_decode_keeps_exactly_what_op_by_op_keeps(
     raw = torch.from_numpy(raw_outputs(model))
     names = tuple(f"c{i}" for i in range(80))
     chosen, _ = selection(classes=[0, 2, 7, 17])
-    plain = DeviceDecoder(family, size, size, names, chosen, graphs=False)
-    graphed = DeviceDecoder(family, size, size, names, chosen, graphs=False)
+    plain = DeviceDecoder(family, size, size, names, chosen)
+    assert plain.graphs is None  # no model graphs, none here
+    # The model's sizes at max_batch 12 (1, 2, 4, 8, 12): batches are padded to them.
+    graphed = DeviceDecoder(family, size, size, names, chosen, graph_sizes=batch_ladder(12))
     graphed.graphs = stand_in = StandInGraphs(torch, **({fault: True} if fault else {}))
-    for batch in (raw[:8], raw[8:16], raw[16:20], raw[:3], raw[3:7], raw[20:23]):
+    for batch in (raw[:8], raw[8:16], raw[16:20], raw[:3], raw[3:7], raw[20:23], raw[:10]):
         mine, theirs = graphed(batch), plain(batch)
         assert len(mine) == len(theirs) == len(batch)
         for a, b in zip(mine, theirs, strict=True):
@@ -165,8 +168,9 @@ def test_the_graphed_decode_keeps_exactly_what_op_by_op_keeps(
             assert np.array_equal(a.class_id, b.class_id) and a.suppressed
     assert sum(len(found) for found in plain(raw)) > 10
     if fault is None:
-        # Batches of 8, 8, 4, 3, 4 and 3 frames: graphs of 8 and 4 rows (3 is padded to 4).
-        assert [shape[0] for shape in stand_in.captured] == [8, 4]
+        # Batches of 8, 8, 4, 3, 4, 3 and 10 frames: graphs of 8, 4 and 12 rows (3 is padded
+        # to 4, 10 to 12).
+        assert [shape[0] for shape in stand_in.captured] == [8, 4, 12]
         assert stand_in.replays == 4 and stand_in.enabled
     else:
         assert not stand_in.enabled and stand_in.replays == 0
