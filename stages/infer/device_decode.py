@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from vapipe.stages.nms import Selection
 
 
+COLUMNS = ("x1", "y1", "x2", "y2", "score", "class", "image", "group")
+"""The head decode's table, one row per anchor."""
+CLASS, IMAGE, GROUP = (COLUMNS.index(name) for name in ("class", "image", "group"))
+
+
 class DeviceDecoder:
     """Decodes batched raw outputs on their device; one instance per infer node."""
 
@@ -78,7 +83,7 @@ class DeviceDecoder:
                 keep, table = (part[:count] for part in found)
             else:
                 keep, table = self._anchors(output)
-            return self._select(keep, table, self._classes_in(output))
+            return self._select(keep, table)
 
     def _classes_in(self, output: Any) -> int:
         """The model's class count: YOLOv8's rows are 4 box values and the classes' scores,
@@ -88,8 +93,8 @@ class DeviceDecoder:
         return int(output.shape[-1]) - 5
 
     def _anchors(self, output: Any) -> tuple[Any, Any]:
-        """Which anchors pass the score and class filter (B, A) and every anchor's box,
-        score and class in one (B, A, 6) float32 table, in model-input pixels: the same shapes
+        """Which anchors pass the score and class filter (B, A) and every anchor's row of one
+        (B, A, 8) float32 table (:data:`COLUMNS`), in model-input pixels: the same shapes
         whatever the detections, so a CUDA graph can make them."""
         torch, sel = self.torch, self.selection
         boxes, scores = self._boxes_and_scores(output.float())
@@ -101,9 +106,15 @@ class DeviceDecoder:
             ranked = torch.where(keep, best, torch.full_like(best, -1.0))
             floor = ranked.topk(sel.max_candidates, dim=1).values[:, -1:]
             keep &= ranked >= floor
-        # Box, score and class side by side, so the kept ones are gathered once and read back
-        # once. Class ids are small integers, exact in float32.
-        table = torch.cat((boxes, best.unsqueeze(-1), class_id.unsqueeze(-1).float()), dim=-1)
+        # Box, score, class, image and NMS group side by side, so the kept ones are gathered
+        # in one call and read back in one (each torch call outside a graph lets go of the
+        # interpreter lock and waits to win it back: issue 61's profile). Images and groups
+        # are small integers, exact in float32. One NMS call for the whole batch keeps boxes
+        # of different images (and, unless class agnostic, classes) apart by the group.
+        image = torch.arange(best.shape[0], device=best.device).unsqueeze(1).expand_as(best)
+        group = image if sel.class_agnostic else image * self._classes_in(output) + class_id
+        columns = (best, class_id.float(), image.float(), group.float())
+        table = torch.cat((boxes, *(column.unsqueeze(-1) for column in columns)), dim=-1)
         return keep, table
 
     def _boxes_and_scores(self, output: Any) -> tuple[Any, Any]:
@@ -139,25 +150,20 @@ class DeviceDecoder:
             self._grids[key] = (to_device(grid).to(device), to_device(stride).to(device))
         return self._grids[key]
 
-    def _select(self, keep: Any, table: Any, classes: int) -> list[Detections]:
-        torch, sel = self.torch, self.selection
+    def _select(self, keep: Any, table: Any) -> list[Detections]:
+        sel = self.selection
         batch = keep.shape[0]
-        image, anchor = keep.nonzero(as_tuple=True)
-        picked = table[image, anchor]
-        # One NMS call for the whole batch: boxes of different images (and, unless class
-        # agnostic, of different classes) are kept apart by their group id.
-        groups = image if sel.class_agnostic else image * classes + picked[:, 5].long()
-        kept = self._batched_nms(picked[:, :4], picked[:, 4], groups, sel.iou)
+        picked = table[keep]
+        kept = self._batched_nms(picked[:, :4], picked[:, 4], picked[:, GROUP], sel.iou)
+        rows = picked[kept].cpu().numpy()
         # kept is best-first; a stable sort by image keeps that order within each image.
-        kept = kept[torch.sort(image[kept], stable=True).indices]
-        rows = torch.cat((picked[kept], image[kept].unsqueeze(-1).float()), dim=1).cpu().numpy()
+        rows = rows[np.argsort(rows[:, IMAGE], kind="stable")]
         host = {
-            "image": rows[:, 6].astype(np.int64),
             "xyxy": np.ascontiguousarray(rows[:, :4]),
             "score": np.ascontiguousarray(rows[:, 4]),
-            "class_id": rows[:, 5].astype(np.int32),
+            "class_id": rows[:, CLASS].astype(np.int32),
         }
-        bounds = np.searchsorted(host["image"], np.arange(batch + 1))
+        bounds = np.searchsorted(rows[:, IMAGE], np.arange(batch + 1))
         results = []
         for index in range(batch):
             start, end = bounds[index], min(bounds[index + 1], bounds[index] + sel.max_det)
