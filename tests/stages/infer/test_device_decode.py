@@ -190,3 +190,48 @@ def test_boxes_of_other_images_and_classes_never_suppress_each_other() -> None:
     assert [d.class_id.tolist() for d in found] == [[79], [0, 16]]  # the second 16 suppressed
     assert found[1].score.tolist() == pytest.approx([0.8, 0.7])
     assert found[0].xyxy.tolist() == [[10.0, 10.0, 50.0, 50.0]]
+
+
+def yolov8_head(rows: list[tuple[int, int, int, float, list[float]]], anchors: int = 10) -> object:
+    """A YOLOv8 head of two images: (image, anchor, class, score, cx cy w h) per row."""
+    output = torch.zeros((2, 84, anchors))
+    for image, anchor, class_id, score, box in rows:
+        output[image, :4, anchor] = torch.tensor(box)
+        output[image, 4 + class_id, anchor] = score
+    return output
+
+
+def test_group_ids_of_two_images_never_meet() -> None:
+    """Image 0's class 64 and image 1's class 16 get distinct NMS groups (a group id made
+    with another operator than image * classes + class, e.g. xor, gives both 64)."""
+    box = [30.0, 30.0, 20.0, 20.0]
+    output = yolov8_head([(0, 0, 64, 0.9, box), (1, 0, 16, 0.8, box)])
+    chosen, _ = selection()
+    found = DeviceDecoder(Family.YOLOV8, 64, 64, [f"c{i}" for i in range(80)], chosen)(output)
+    assert [d.class_id.tolist() for d in found] == [[64], [16]]
+
+
+def test_a_score_at_conf_is_kept_and_a_non_finite_box_is_not() -> None:
+    """conf is inclusive (as the nms node's ``>=``); a box with a NaN or infinite coordinate
+    is dropped even when its score is finite and high."""
+    output = yolov8_head([
+        (0, 0, 1, 0.5, [30.0, 30.0, 10.0, 10.0]),           # exactly at conf: kept
+        (0, 1, 2, 0.9, [float("nan"), 30.0, 10.0, 10.0]),   # NaN centre: dropped
+        (1, 0, 3, 0.9, [30.0, 30.0, float("inf"), 10.0]),   # infinite size: dropped
+        (1, 1, 4, 0.49, [10.0, 10.0, 4.0, 4.0]),            # under conf: dropped
+    ])  # fmt: skip
+    chosen, _ = selection(conf=0.5)
+    found = DeviceDecoder(Family.YOLOV8, 64, 64, [f"c{i}" for i in range(80)], chosen)(output)
+    assert [d.class_id.tolist() for d in found] == [[1], []]
+    assert found[0].score.tolist() == [0.5]
+
+
+def test_max_candidates_bounds_each_image_of_a_small_batch() -> None:
+    """``max_candidates`` keeps each image's best candidates, whatever the batch's size (a
+    batch of 2 images, 3 candidates each, 2 kept)."""
+    rows = [(image, anchor, anchor, 0.9 - 0.1 * anchor, [10.0 + 20 * anchor, 10.0, 8.0, 8.0])
+            for image in (0, 1) for anchor in range(3)]  # fmt: skip
+    chosen, _ = selection(max_candidates=2)
+    names = [f"c{i}" for i in range(80)]
+    found = DeviceDecoder(Family.YOLOV8, 64, 64, names, chosen)(yolov8_head(rows))
+    assert [d.class_id.tolist() for d in found] == [[0, 1], [0, 1]]
