@@ -7,7 +7,8 @@ variant's busiest processes (bench/run_sampler.spy).
         --variants sw8,nv8,nv4,nv2 --out bench/results/streams/variants_nvdec.json
 
 A variant's name is its decoder (``sw`` software, ``nv`` NVDEC), its shard count and
-optionally ``wN`` (inference workers) and ``sN`` (streams, default 16): ``nv4w1s32``.
+optionally ``wN`` (inference workers), ``sN`` (streams, default 16) and ``cN`` (``[pipeline]
+python_cpus``: the runtime's threads on N cores): ``nv4w1s32``, ``nv1w1c2``.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ KEYS = (
 
 
 def config_of(name: str) -> dict[str, Any]:
-    found = re.fullmatch(r"(sw|nv)(\d+)(?:w(\d+))?(?:s(\d+))?", name)
+    found = re.fullmatch(r"(sw|nv)(\d+)(?:w(\d+))?(?:s(\d+))?(?:c(\d+))?", name)
     if found is None:
-        raise SystemExit(f"bad variant {name!r}: e.g. nv4, sw8, nv4w1, nv8s32")
-    decoder, shards, workers, streams = found.groups()
+        raise SystemExit(f"bad variant {name!r}: e.g. nv4, sw8, nv4w1, nv8s32, nv1w1c2")
+    decoder, shards, workers, streams, cores = found.groups()
     return {
         "hwaccel": "nvdec" if decoder == "nv" else None,
         "shards": shards,
         "workers": int(workers or 2),
         "streams": int(streams or 16),
+        "python_cpus": int(cores) if cores else None,
     }
 
 
@@ -52,6 +54,11 @@ def run(clip: Path, work: Path, name: str, frames: int, spy: bool) -> dict[str, 
         folder, clip, config["streams"], config["shards"], True, queue_size=8, loop=True,
         torch_pre=True, hwaccel=config["hwaccel"], workers=config["workers"],
     )  # fmt: skip
+    if config["python_cpus"]:
+        text = path.read_text().replace(
+            "[pipeline]\n", f"[pipeline]\npython_cpus = {config['python_cpus']}\n", 1
+        )
+        path.write_text(text)
     env = {"VAPIPE_BENCH_SPY": str(work / "spy")} if spy else {}
     os.environ.update(env)
     try:

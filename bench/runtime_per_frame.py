@@ -8,6 +8,8 @@ what one process per GPU runs at thousands of frames a second.
 
     python bench/runtime_per_frame.py --runs 5 --frames 2000 [--streams 16]
         [--site A_SITE --site B_SITE]   # two builds (pip install --target), alternating
+        [--python-cpus 0 --python-cpus 1]   # its threads on every core, then on one
+                                            # (pipeline/affinity.py), alternating
 
 Writes bench/results/runtime_per_frame.json (``--out``) and prints the medians.
 """
@@ -33,22 +35,23 @@ CANDIDATES = 24
 """Boxes a frame's candidates hold: the people clip at 1080p gives 10-40 after on-device NMS."""
 
 
-def graph_text(streams: int, frames: int, events: Path) -> str:
+def graph_text(streams: int, frames: int, events: Path, python_cpus: int | None = None) -> str:
     """The graph: sources -> stand-in detector (batches across streams) -> nms -> events."""
     names = [f"s{k:02d}" for k in range(streams)]
     links = [f"{name} ! det" for name in names] + ["det ! nms ! events"]
     nodes = "".join(
         f'[nodes.{name}]\ntype = "bench_frames"\nframes = {frames}\n\n' for name in names
     )
+    pinned = f"python_cpus = {python_cpus}\n" if python_cpus else ""  # older builds lack it
     return (
-        f'links = {json.dumps(links)}\n\n[pipeline]\nname = "runtime_per_frame"\n\n{nodes}'
+        f'links = {json.dumps(links)}\n\n[pipeline]\nname = "runtime_per_frame"\n{pinned}\n{nodes}'
         '[nodes.det]\ntype = "bench_candidates"\nmax_batch = 32\n\n'
         '[nodes.nms]\ntype = "nms"\nconf = 0.25\n\n'
         f'[nodes.events]\ntype = "events"\npath = "{events}"\n'
     )
 
 
-def child(streams: int, frames: int) -> dict[str, Any]:
+def child(streams: int, frames: int, python_cpus: int | None) -> dict[str, Any]:
     """One run in this process (the build on sys.path): frames/s from all opened to the end."""
     from fractions import Fraction
 
@@ -122,7 +125,7 @@ def child(streams: int, frames: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as folder:
         events = Path(folder) / "events.jsonl"
-        pipeline = Pipeline.from_string(graph_text(streams, frames, events))
+        pipeline = Pipeline.from_string(graph_text(streams, frames, events, python_cpus))
         outcome = pipeline.run()
         lines = sum(1 for _ in events.open("rb"))
     stats = outcome.stats
@@ -137,12 +140,13 @@ def child(streams: int, frames: int) -> dict[str, Any]:
     }
 
 
-def measure(site: str | None, streams: int, frames: int) -> dict[str, Any]:
+def measure(site: str | None, streams: int, frames: int, cpus: int | None) -> dict[str, Any]:
     env = dict(os.environ)
     if site:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)
+    pinned = ["--python-cpus", str(cpus)] if cpus else []
     command = [sys.executable, __file__, "--child", "--streams", str(streams),
-               "--frames", str(frames)]  # fmt: skip
+               "--frames", str(frames), *pinned]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{site or 'this tree'}: {done.stderr.strip()[-2000:]}")
@@ -158,14 +162,22 @@ def main() -> None:
                         help="a build (pip install --target); twice: a against b")  # fmt: skip
     parser.add_argument("--label", default="", help="what the sites are, for the result")
     parser.add_argument("--out", type=Path, default=REPO / "bench/results/runtime_per_frame.json")
+    parser.add_argument("--python-cpus", type=int, action="append", default=[],
+                        help="[pipeline] python_cpus (0: unset); twice: alternating")  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.streams, args.frames)))
+        print(json.dumps(child(args.streams, args.frames, (args.python_cpus or [0])[0] or None)))
         return
     sites = args.site or [None]
-    sides = {(site or "this tree"): (lambda s=site: measure(s, args.streams, args.frames))
-             for site in sites}  # fmt: skip
+    settings = args.python_cpus or [0]
+
+    def label(site: str | None, cpus: int) -> str:
+        named = site or "this tree"
+        return named if len(settings) == 1 else f"{named}, python_cpus {cpus or 'unset'}"
+
+    sides = {label(site, cpus): (lambda s=site, c=cpus: measure(s, args.streams, args.frames, c))
+             for site in sites for cpus in settings}  # fmt: skip
     runs = harness.alternate(sides, args.runs)
     fps = {side: harness.summary([r["fps"] for r in rows], 1) for side, rows in runs.items()}
     result: dict[str, Any] = {
@@ -173,11 +185,12 @@ def main() -> None:
         "detector, the real nms node and events sink (bench/runtime_per_frame.py)",
         "streams": args.streams,
         "frames_per_stream": args.frames,
+        "python_cpus": settings,
         "label": args.label,
         "fps": fps,
         "runs": runs,
     }
-    if len(sites) == 2:
+    if len(sides) == 2:
         a, b = (fps[side]["median"] for side in sides)
         result["ratio_b_over_a"] = harness.ratio(b, a)
     harness.record(args.out, result)

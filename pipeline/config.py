@@ -70,6 +70,13 @@ class PipelineSettings(BaseModel):
     devices: list[str] = Field(default_factory=list)
     """GPUs for the shards in turn (``["0", "1"]``: shard 0 on GPU 0, shard 1 on GPU 1, ...),
     as ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``; empty: every shard sees them all."""
+    python_cpus: int | list[int] | None = None
+    """CPU cores the runtime's own threads (sources, stages, sinks) run on, Linux only: a
+    number N, N of the cores this process may use (shard k the k-th N in turn); a list, those
+    cores. Unset: every core. For graphs bound by the interpreter lock (many streams decoded
+    and inferred on a GPU): its turns pass faster among a few cores than across many. Leave
+    it unset where decoding or inference runs on the CPU (pipeline/affinity.py has the
+    measurements)."""
     shard_restarts: int = Field(3, ge=0, le=1000)
     """How often a shard that dies is started again with its sources before the run fails."""
     cluster: Literal["local", "ray"] = "local"
@@ -82,6 +89,16 @@ class PipelineSettings(BaseModel):
     shard_resources: ShardResources = Field(default_factory=ShardResources)
     """With ``cluster = "ray"``: what each shard asks for (``{ num_cpus = 2, num_gpus = 0.25
     }``)."""
+
+    @field_validator("python_cpus")
+    @classmethod
+    def _python_cpus(cls, value: int | list[int] | None) -> int | list[int] | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"expected a number of cores (1 or more) or a list, got {value}")
+        listed = value if isinstance(value, list) else None
+        if listed is not None and (not listed or min(listed) < 0 or len(set(listed)) < len(listed)):
+            raise ValueError(f"expected core numbers (0 or more, each once), got {value}")
+        return value
 
     @field_validator("shards", mode="before")
     @classmethod

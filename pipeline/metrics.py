@@ -200,6 +200,21 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def frames_done(
+    sinks: list[Any], sources: list[Any], max_frames: int | None
+) -> tuple[int, int | None]:
+    """(frames out of the last stages, frames expected or None): ``sinks`` the nodes with no
+    successor, ``sources`` the source stages (``total_frames()``: None for a camera)."""
+    done = min((n.metrics.items for n in sinks), default=0)
+    totals = []
+    for source in sources:
+        total = source.total_frames()
+        if total is None and max_frames is None:
+            return done, None
+        totals.append(min(t for t in (total, max_frames) if t is not None))
+    return done, sum(totals) if totals else None
+
+
 def queue_summary(link: LinkQueue, consumer: str) -> dict[str, Any]:
     """One link queue's settings and counters, as the stats file reports them."""
     return {

@@ -17,12 +17,13 @@ from collections.abc import Callable, Generator
 from typing import Any, cast
 
 from vapipe.pipeline import lingering
+from vapipe.pipeline.affinity import pinned, runtime_cores
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import ConfigError, PipelineError, StageError
 from vapipe.pipeline.frame import Message, in_order
 from vapipe.pipeline.graph import Graph
 from vapipe.pipeline.launch import since_launch, startup_phases
-from vapipe.pipeline.metrics import StageMetrics, queue_summary
+from vapipe.pipeline.metrics import StageMetrics, frames_done, queue_summary
 from vapipe.pipeline.node import Node, abort, undrained
 from vapipe.pipeline.outcome import (
     EXIT_FAILURE,
@@ -47,6 +48,8 @@ ABORT_WAIT_S = 5.0
 class Runner:
     """Runs one graph to the end. ``run`` returns an exit code; it never raises for stage errors."""
 
+    shard = 0  # which shard this is (vapipe/shards/worker.py sets it), for python_cpus
+
     def __init__(
         self,
         graph: Graph,
@@ -59,8 +62,9 @@ class Runner:
         self.max_frames = max_frames
         # A shard runs a subset of the sources; its decoders share the cores with the others'.
         self.sources_in_run = sources_in_run or len(graph.sources)
-        # A shard swaps its event sinks for senders to the parent process
-        # (vapipe/shards/worker.py).
+        # Checked now (a core this machine lacks: exit 2); the shard's own cores at the start.
+        self._cores = runtime_cores(graph.spec.settings.python_cpus)
+        # A shard swaps its event sinks for senders to the parent (vapipe/shards/worker.py).
         self._make_stage = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.stop_requested = threading.Event()
         self.interrupted = False
@@ -131,6 +135,7 @@ class Runner:
             "startup": startup_phases(self._started_at, self._ready_s, ends),
             "stages": stages,
             "queues": queues,
+            **({"python_cpus": sorted(self._cores)} if self._cores else {}),
         }
 
     def nodes(self) -> dict[str, Node]:
@@ -145,25 +150,15 @@ class Runner:
 
     def queue_depths(self) -> dict[str, int]:
         """Items waiting in each link queue now (for monitoring and benchmarks)."""
-        return {
-            link.name: len(link)
-            for node in self.nodes().values()
-            if node.inbox
-            for link in node.inbox.links
-        }
+        nodes = self.nodes().values()
+        return {link.name: len(link) for node in nodes if node.inbox for link in node.inbox.links}
 
     def progress(self) -> tuple[int, int | None]:
         """(frames out of the last stages, frames expected or None)."""
-        sinks = [n for name, n in self.nodes().items() if not self.graph.successors(name)]
-        done = min((n.metrics.items for n in sinks), default=0)
-        totals = []
-        for node in self.nodes().values():
-            if isinstance(node.stage, SourceStage):
-                total = node.stage.total_frames()
-                if total is None and self.max_frames is None:
-                    return done, None
-                totals.append(min(t for t in (total, self.max_frames) if t is not None))
-        return done, sum(totals) if totals else None
+        nodes = self.nodes()
+        sinks = [n for name, n in nodes.items() if not self.graph.successors(name)]
+        sources = [n.stage for n in nodes.values() if isinstance(n.stage, SourceStage)]
+        return frames_done(sinks, sources, self.max_frames)
 
     # -- set-up -------------------------------------------------------------------------
 
@@ -214,11 +209,13 @@ class Runner:
         return self._exit_code()
 
     def _start_threads(self) -> None:
+        cores = self._cores = runtime_cores(self.graph.spec.settings.python_cpus, self.shard)
         for name in self.graph.order:
             node = self._nodes[name]
             count = 1 if isinstance(node.stage, SourceStage) else node.stage.workers
             node.workers = node.live_workers = count
-            target = self._source_loop if isinstance(node.stage, SourceStage) else self._stage_loop
+            loop = self._source_loop if isinstance(node.stage, SourceStage) else self._stage_loop
+            target = pinned(loop, cores)
             for index in range(count):
                 thread = threading.Thread(
                     target=target,

@@ -94,7 +94,9 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
         folder = tmp_path / f"s{shards}"
         config = write_config(folder, shards)
         # Two GPU ids on a machine without GPUs: each shard is given one, and nothing changes.
-        devices = ("--set", "pipeline.devices=['0', '1']") if shards == 2 else ()
+        # ... and each its own core for its threads (python_cpus = 1: shard k the k-th core).
+        devices = ("--set", "pipeline.devices=['0', '1']", "--set", "pipeline.python_cpus=1")
+        devices = devices if shards == 2 else ()
         result = cli(str(config), "--max-frames", "40", "--stats", "stats.json", *devices,
                      cwd=folder)  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
@@ -114,6 +116,9 @@ def test_two_shards_write_the_same_events_as_one_process(tmp_path: Path) -> None
     assert [(s["device"], s["process"]["visible_devices"]) for s in shards] == [
         ("0", "0"), ("1", "1"),
     ]  # fmt: skip
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) > 1:
+        assert [s["python_cpus"] for s in shards] == [cores[:1], cores[1:2]]
     assert all(s["startup"]["to_ready_s"] > 0 for s in shards)
     assert all(s["process"]["peak_rss_mb"] > 50 for s in shards)
     # Start-up: from the parent's spawn to the threads running, at least the stages' opening.

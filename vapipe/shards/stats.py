@@ -32,6 +32,7 @@ def merge_stats(
             "process": child.get("process", {}),
             "startup": child.get("startup", {}),
             "stages": child.get("stages", {}),
+            **({"python_cpus": child["python_cpus"]} if "python_cpus" in child else {}),
         }
         for shard, child in zip(shards, children, strict=True)
     ]

@@ -253,6 +253,7 @@ def run_job(
             sources_in_run=job.sources_in_run,
         )
         on_started = None
+    runner.shard = job.index
     if on_runner is not None:
         on_runner(runner)
     else:
