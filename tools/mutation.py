@@ -285,6 +285,7 @@ MODULES: dict[str, list[str]] = {
         "tests/stages/infer/test_device_decode.py::test_the_graphed_decode_keeps_exactly_what_op_by_op_keeps",
     ],
     "stages/infer/device_decode.py": ["tests/stages/infer/test_device_decode.py"],
+    "pipeline/affinity.py": ["tests/pipeline/test_affinity.py"],
     "stages/preprocess/torch_letterbox.py": [
         "tests/stages/preprocess/test_letterbox_graphs.py",
         "tests/stages/preprocess/test_torch_letterbox.py",
