@@ -129,3 +129,37 @@ def test_the_cli_names_a_core_the_machine_lacks(tmp_path: Any) -> None:
     assert done.returncode == 2, done.stderr
     assert "pipeline.python_cpus: core 4096 is not one this process may use" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_stream_added_to_a_running_service_runs_on_the_same_cores() -> None:
+    from tests.pipeline import stubs
+    from vapipe.pipeline.config import NodeSpec
+    from vapipe.serve.runner import ServiceRunner
+
+    seen: list[frozenset[int]] = []
+
+    class CoresSource(stubs.CountingSource):
+        def frames(self) -> Any:
+            seen.append(frozenset(os.sched_getaffinity(0)))
+            return super().frames()
+
+    first = min(os.sched_getaffinity(0))
+    text = f"""\
+links = ["src ! sink"]
+[pipeline]
+python_cpus = [{first}]
+[nodes.src]
+type = "test-count"
+count = 3
+[nodes.sink]
+type = "test-collect"
+"""
+    runner = ServiceRunner(graph.build(config.parse(text, "t.toml")))
+
+    def add(running: Any) -> None:
+        spec = NodeSpec("cam", CoresSource, stubs.CountingSource.Config(count=3), None)
+        runner.add_source("cam", spec, "src")
+        runner.request_stop("test")
+
+    assert runner.run(handle_signals=False, on_started=add).exit_code in (0, 130)
+    assert seen == [frozenset({first})]

@@ -15,6 +15,7 @@ import time
 from typing import Any, cast
 
 from vapipe.pipeline import lingering
+from vapipe.pipeline.affinity import pinned
 from vapipe.pipeline.config import NodeSpec
 from vapipe.pipeline.errors import PipelineError
 from vapipe.pipeline.frame import Message
@@ -166,7 +167,8 @@ class ServiceRunner(Runner):
                 link = inbox.add_link(f"{name} ! {edge.dst}", own.size, own.leaky, True)
                 node.outputs.append(link)
         node.workers = node.live_workers = 1
-        thread = threading.Thread(target=self._source_loop, args=(node,), daemon=True, name=name)
+        loop = pinned(self._source_loop, self._cores)  # on python_cpus, as the others
+        thread = threading.Thread(target=loop, args=(node,), daemon=True, name=name)
         node.threads.append(thread)
         with self._nodes_lock:
             self._nodes[name] = node
