@@ -36,7 +36,12 @@ class CoresSeen(Collect):
 @pytest.fixture
 def eight_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that may use cores 2-9 (none of the calls here sets an affinity)."""
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(2, 10)))
+
+    def allowed(pid: int) -> set[int]:
+        assert pid == 0  # this process's (thread's) own, not another's
+        return set(range(2, 10))
+
+    monkeypatch.setattr(os, "sched_getaffinity", allowed)
 
 
 def test_a_count_takes_that_many_of_the_allowed_cores_each_shard_its_own(eight_cores: None) -> None:
@@ -44,11 +49,13 @@ def test_a_count_takes_that_many_of_the_allowed_cores_each_shard_its_own(eight_c
     assert runtime_cores(3, shard=1) == {5, 6, 7}
     assert runtime_cores(3, shard=2) == {8, 9, 2}  # in turn, past the last core
     assert runtime_cores(1, shard=7) == {9}
+    assert runtime_cores(3, shard=7) == {7, 8, 9}  # the 22nd-24th core: round the 8 twice
 
 
 def test_unset_or_every_core_pins_nothing(eight_cores: None) -> None:
     assert runtime_cores(None) is None
     assert runtime_cores(8) is None
+    assert runtime_cores(12) is None  # more than there are: every core, nothing pinned
     assert runtime_cores(7) == set(range(2, 9))
 
 
