@@ -53,12 +53,8 @@ def run(clip: Path, work: Path, name: str, frames: int, spy: bool) -> dict[str, 
     path = streams_bench.write_config(
         folder, clip, config["streams"], config["shards"], True, queue_size=8, loop=True,
         torch_pre=True, hwaccel=config["hwaccel"], workers=config["workers"],
+        python_cpus=config["python_cpus"],
     )  # fmt: skip
-    if config["python_cpus"]:
-        text = path.read_text().replace(
-            "[pipeline]\n", f"[pipeline]\npython_cpus = {config['python_cpus']}\n", 1
-        )
-        path.write_text(text)
     env = {"VAPIPE_BENCH_SPY": str(work / "spy")} if spy else {}
     os.environ.update(env)
     try:

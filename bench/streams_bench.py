@@ -42,7 +42,7 @@ links = [{links}, "pre ! det ! nms ! events"{video_link}]
 [pipeline]
 queue_size = {queue_size}
 shards = {shards}
-
+{pipeline_extra}
 {sources}
 [nodes.pre]
 type = "preprocess"
@@ -113,6 +113,7 @@ def write_config(
     video_threads: int | None = None,
     loop: bool = False,
     hwaccel: str | None = None,
+    python_cpus: int | None = None,
 ) -> Path:
     names = [f"cam{i:02d}" for i in range(streams)]
     pacing = "realtime = true\nloop = true\n" if realtime else "loop = true\n" if loop else ""
@@ -144,6 +145,8 @@ def write_config(
         else ('backend = "torch"' if torch_pre else 'backend = "opencl"\ndevice = "gpu"')
         + ("\nyuv_input = false" if bgr_input else ""),
         workers=workers,
+        # Older builds lack the key: written only where asked for.
+        pipeline_extra=f"python_cpus = {python_cpus}\n" if python_cpus else "",
     )
     path = folder / "pipeline.toml"
     path.write_text(text)
