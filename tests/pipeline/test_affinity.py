@@ -82,18 +82,23 @@ def test_pinned_moves_only_the_thread_that_runs_it() -> None:
     assert pinned(len, None) is len
 
 
-def run(cores: str) -> tuple[Runner, int]:
+def built(pipeline: str, count: int, sink: str) -> Any:
+    """A counting source of ``count`` items into a ``sink`` node, ``pipeline`` its table."""
     text = f"""\
-links = ["src ! seen"]
+links = ["src ! sink"]
 [pipeline]
-{cores}
+{pipeline}
 [nodes.src]
 type = "test-count"
-count = 5
-[nodes.seen]
-type = "test-cores"
+count = {count}
+[nodes.sink]
+type = "{sink}"
 """
-    runner = Runner(graph.build(config.parse(text, "t.toml")))
+    return graph.build(config.parse(text, "t.toml"))
+
+
+def run(cores: str) -> tuple[Runner, int]:
+    runner = Runner(built(cores, 5, "test-cores"))
     return runner, runner.run(handle_signals=False).exit_code
 
 
@@ -102,13 +107,13 @@ def test_a_run_pins_its_stage_threads_and_leaves_the_main_thread() -> None:
     first = min(every)
     runner, code = run(f"python_cpus = [{first}]")
     assert code == 0
-    stage = runner.stages["seen"]
+    stage = runner.stages["sink"]
     assert isinstance(stage, CoresSeen)
     assert stage.cores == {frozenset({first})} and len(stage.items) == 5
     assert frozenset(os.sched_getaffinity(0)) == every
     assert runner.stats()["python_cpus"] == [first]  # what was picked, in the stats
     runner, code = run("")
-    assert code == 0 and runner.stages["seen"].cores == {every}  # type: ignore[attr-defined]
+    assert code == 0 and runner.stages["sink"].cores == {every}  # type: ignore[attr-defined]
     assert "python_cpus" not in runner.stats()
 
 
@@ -151,17 +156,7 @@ def test_a_stream_added_to_a_running_service_runs_on_the_same_cores() -> None:
             return super().frames()
 
     first = min(os.sched_getaffinity(0))
-    text = f"""\
-links = ["src ! sink"]
-[pipeline]
-python_cpus = [{first}]
-[nodes.src]
-type = "test-count"
-count = 3
-[nodes.sink]
-type = "test-collect"
-"""
-    runner = ServiceRunner(graph.build(config.parse(text, "t.toml")))
+    runner = ServiceRunner(built(f"python_cpus = [{first}]", 3, "test-collect"))
 
     def add(running: Any) -> None:
         spec = NodeSpec("cam", CoresSource, stubs.CountingSource.Config(count=3), None)
