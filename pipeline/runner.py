@@ -62,8 +62,8 @@ class Runner:
         self.max_frames = max_frames
         # A shard runs a subset of the sources; its decoders share the cores with the others'.
         self.sources_in_run = sources_in_run or len(graph.sources)
-        # Checked now (a core this machine lacks: exit 2); the shard's own cores at the start.
-        self._cores = runtime_cores(graph.spec.settings.python_cpus)
+        runtime_cores(graph.spec.settings.python_cpus)  # checked now: a core it lacks exits 2
+        self._cores: frozenset[int] | None = None  # pinned when the threads start (the shard's)
         # A shard swaps its event sinks for senders to the parent (vapipe/shards/worker.py).
         self._make_stage = make_stage or (lambda name, spec: spec.stage_cls(name, spec.config))
         self.stop_requested = threading.Event()
